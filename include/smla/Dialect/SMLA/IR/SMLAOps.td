@@ -1,0 +1,381 @@
+//===- SMLAOps.td - smla operations ------------------------*- tablegen -*-===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SMLA_DIALECT_SMLA_IR_SMLAOPS_TD
+#define SMLA_DIALECT_SMLA_IR_SMLAOPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "smla/Dialect/SMLA/IR/SMLADialect.td"
+include "smla/Dialect/SMLA/IR/SMLAAttrs.td"
+
+// Operand classes used by several ops.
+def SMLA_Bf16Rank3 : MemRefRankOf<[BF16], [3]>;
+def SMLA_F32Tile : MemRefRankOf<[F32], [2]>;
+def SMLA_IndexVector : VectorOfRankAndType<[1], [I32]>;
+def SMLA_MaskVector : VectorOfRankAndType<[1], [I1]>;
+def SMLA_Counters : MemRefRankOf<[I64], [1]>;
+
+//===----------------------------------------------------------------------===//
+// The whole computation.
+//===----------------------------------------------------------------------===//
+
+def SMLA_SparseAttentionBwdOp
+    : SMLA_Op<"sparse_attention_bwd", [AttrSizedOperandSegments]> {
+  let summary = "Backward pass of sparse top-k multi-latent attention";
+  let description = [{
+    The whole backward as a user states it, in destination style. With
+    H = `heads`, G = `groups`, W = D + Dt and K the run-time top-k:
+
+    | operand | shape | element |
+    | --- | --- | --- |
+    | q | [T, H, W] | bf16 |
+    | kv | [S_kv, G, W] (V is kv[..., :D]) | bf16 |
+    | o, dout | [T, H, D] | bf16 |
+    | indices | [T, G, K] | i32 |
+    | lse | [T, H] | f32 |
+    | positions (iff config.positions) | [T] | i32 |
+    | dq | [T, H, W] | config.dqType |
+    | dkv_accum | [S_kv, G, W] | f32 (overwritten with the result) |
+    | dkv (iff config.dkvType is bf16) | [S_kv, G, W] | bf16 |
+    | counters (optional) | [3] | i64: invalid slots, dead rows, clamps |
+
+    Slot (t, g, j) is valid iff `0 <= indices[t,g,j] < S_kv` and, with
+    positions, `indices[t,g,j] <= positions[t]`; an invalid slot is never
+    dereferenced. For valid slots of a live row, with x2 the exponent in
+    base 2: `P = exp2(min(s*scale*log2e - lse2, clamp))`,
+    `dS = P*(dP - Delta)*scale`, `dq += dS*k`,
+    `dkv[idx] += sum_h dS*q`, `dkv[idx, :D] += sum_h P*do`. A row whose lse
+    is not finite, or that has no valid slot, is dead: P = 0, its dq row is
+    0, and it adds nothing to dkv.
+
+    Example:
+    ```mlir
+    smla.sparse_attention_bwd
+        q(%q : memref<?x16x576xbf16>) kv(%kv : memref<?x1x576xbf16>)
+        o(%o : memref<?x16x512xbf16>) dout(%do : memref<?x16x512xbf16>)
+        indices(%idx : memref<?x1x?xi32>) lse(%lse : memref<?x16xf32>)
+        dq(%dq : memref<?x16x576xbf16>)
+        dkv_accum(%acc : memref<?x1x576xf32>)
+        dkv(%dkv : memref<?x1x576xbf16>)
+        {config = #smla.config<d = 512, dt = 64, heads = 16, groups = 1,
+           block = 64, lseBase = base2, positions = false, dqType = bf16,
+           dkvType = bf16>, sm_scale = 0.0416666679 : f32}
+    ```
+  }];
+  let arguments = (ins SMLA_Bf16Rank3:$q, SMLA_Bf16Rank3:$kv,
+      SMLA_Bf16Rank3:$o, SMLA_Bf16Rank3:$dout,
+      MemRefRankOf<[I32], [3]>:$indices, MemRefRankOf<[F32], [2]>:$lse,
+      Optional<MemRefRankOf<[I32], [1]>>:$positions,
+      MemRefRankOf<[BF16, F32], [3]>:$dq,
+      MemRefRankOf<[F32], [3]>:$dkv_accum,
+      Optional<SMLA_Bf16Rank3>:$dkv,
+      Optional<SMLA_Counters>:$counters,
+      SMLA_ConfigAttr:$config, F32Attr:$sm_scale);
+  let assemblyFormat = [{
+    `q` `(` $q `:` type($q) `)` `kv` `(` $kv `:` type($kv) `)`
+    `o` `(` $o `:` type($o) `)` `dout` `(` $dout `:` type($dout) `)`
+    `indices` `(` $indices `:` type($indices) `)`
+    `lse` `(` $lse `:` type($lse) `)`
+    (`positions` `(` $positions^ `:` type($positions) `)`)?
+    `dq` `(` $dq `:` type($dq) `)`
+    `dkv_accum` `(` $dkv_accum `:` type($dkv_accum) `)`
+    (`dkv` `(` $dkv^ `:` type($dkv) `)`)?
+    (`counters` `(` $counters^ `:` type($counters) `)`)?
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Tile-level ops. Each works on one query token `t` and one kv group `g`;
+// Hg = H / G heads of that group, B = block slots, W = D + Dt.
+//===----------------------------------------------------------------------===//
+
+def SMLA_DeltaOp : SMLA_Op<"delta"> {
+  let summary = "Delta = rowsum(o * do) for the heads of one group";
+  let description = [{
+    `delta[h] = sum_c o[t, g*Hg + h, c] * dout[t, g*Hg + h, c]` in f32, for
+    h < Hg where Hg is the length of `delta`.
+
+    ```mlir
+    smla.delta %o, %do[%t, %g] into %delta
+        : memref<?x16x512xbf16>, memref<?x16x512xbf16>, memref<16xf32>
+    ```
+  }];
+  let arguments = (ins SMLA_Bf16Rank3:$o, SMLA_Bf16Rank3:$dout, Index:$token,
+      Index:$group, MemRefRankOf<[F32], [1]>:$delta);
+  let assemblyFormat = [{
+    $o `,` $dout `[` $token `,` $group `]` `into` $delta attr-dict `:`
+    type($o) `,` type($dout) `,` type($delta)
+  }];
+  let hasVerifier = 1;
+}
+
+def SMLA_IndexLoadOp : SMLA_Op<"index_load", [AttrSizedOperandSegments]> {
+  let summary = "Load one block of top-k indices";
+  let description = [{
+    Lane j of the result is `indices[t, g, offset + j]` when
+    `offset + j < K` (K = dim 2 of `indices`) and -1 otherwise: the tail
+    block is never read past. `limit`, when present, is the absolute position
+    of token t; it travels with the indices so that the mask built from them
+    can apply the causal rule `idx <= limit`. `counters`, when present, is
+    the guard counter buffer the guards built from this block report to.
+
+    ```mlir
+    %idx = smla.index_load %indices[%t, %g, %k0] limit %pos
+        : memref<?x1x?xi32> -> vector<64xi32>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I32], [3]>:$indices, Index:$token,
+      Index:$group, Index:$offset, Optional<I32>:$limit,
+      Optional<SMLA_Counters>:$counters);
+  let results = (outs SMLA_IndexVector:$result);
+  let assemblyFormat = [{
+    $indices `[` $token `,` $group `,` $offset `]` (`limit` $limit^)?
+    (`counters` `(` $counters^ `:` type($counters) `)`)?
+    attr-dict `:` type($indices) `->` type($result)
+  }];
+}
+
+def SMLA_IndexMaskOp : SMLA_Op<"index_mask", [AttrSizedOperandSegments]> {
+  let summary = "Validity mask of one block of top-k slots";
+  let description = [{
+    `mask[j] = j < lanes && 0 <= idx[j] && idx[j] < bound
+               && (no limit || idx[j] <= limit)`.
+    `bound` is the row count of the tensor the mask protects (S_kv); `lanes`
+    is the number of real slots in the block (`min(B, K - offset)`). With
+    `counters`, `counters[0]` grows by the number of real but invalid slots.
+
+    ```mlir
+    %m = smla.index_mask %idx below %S lanes %n limit %pos
+        : vector<64xi32> -> vector<64xi1>
+    ```
+  }];
+  let arguments = (ins SMLA_IndexVector:$indices, Index:$bound, Index:$lanes,
+      Optional<I32>:$limit, Optional<SMLA_Counters>:$counters);
+  let results = (outs SMLA_MaskVector:$mask);
+  let assemblyFormat = [{
+    $indices `below` $bound `lanes` $lanes (`limit` $limit^)?
+    (`counters` `(` $counters^ `:` type($counters) `)`)?
+    attr-dict `:` type($indices) `->` type($mask)
+  }];
+  let hasVerifier = 1;
+}
+
+def SMLA_RowLiveOp : SMLA_Op<"row_live"> {
+  let summary = "Dead-row detection: which heads have a finite lse";
+  let description = [{
+    `live[h] = isfinite(lse[t, g*Hg + h])` for h < Hg (the result length).
+    +inf, -inf and NaN are all dead. With `counters`, `counters[1]` grows by
+    the number of dead rows.
+
+    ```mlir
+    %live = smla.row_live %lse[%t, %g] : memref<?x16xf32> -> vector<16xi1>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[F32], [2]>:$lse, Index:$token,
+      Index:$group, Optional<SMLA_Counters>:$counters);
+  let results = (outs SMLA_MaskVector:$live);
+  let assemblyFormat = [{
+    $lse `[` $token `,` $group `]`
+    (`counters` `(` $counters^ `:` type($counters) `)`)?
+    attr-dict `:` type($lse) `->` type($live)
+  }];
+}
+
+def SMLA_GatherOp : SMLA_Op<"gather"> {
+  let summary = "Masked gather of K/V rows";
+  let description = [{
+    `tile[j, c] = mask[j] ? kv[idx[j], g, c] : 0` in f32. A masked lane is
+    never turned into an address. Without `mask` the op is unguarded and
+    `smla-verify-guards` rejects it.
+
+    ```mlir
+    smla.gather %kv[%g] rows(%idx) mask(%m : vector<64xi1>) into %tile
+        : memref<?x1x576xbf16>, vector<64xi32>, memref<64x576xf32>
+    ```
+  }];
+  let arguments = (ins SMLA_Bf16Rank3:$kv, Index:$group,
+      SMLA_IndexVector:$indices, Optional<SMLA_MaskVector>:$mask,
+      SMLA_F32Tile:$tile);
+  let assemblyFormat = [{
+    $kv `[` $group `]` `rows` `(` $indices `)`
+    (`mask` `(` $mask^ `:` type($mask) `)`)? `into` $tile attr-dict `:`
+    type($kv) `,` type($indices) `,` type($tile)
+  }];
+  let hasVerifier = 1;
+}
+
+def SMLA_TileDotOp : SMLA_Op<"tile_dot"> {
+  let summary = "Scores (q.k) or dP (do.v) of one block";
+  let description = [{
+    `result[h, j] = sum_{c < W} lhs[t, g*Hg + h, c] * tile[j, c]` in f32,
+    where W is the width of `lhs`: the full q width for scores, D for dP.
+
+    ```mlir
+    smla.tile_dot %q[%t, %g], %tile into %s
+        : memref<?x16x576xbf16>, memref<64x576xf32>, memref<16x64xf32>
+    ```
+  }];
+  let arguments = (ins SMLA_Bf16Rank3:$lhs, Index:$token, Index:$group,
+      SMLA_F32Tile:$tile, SMLA_F32Tile:$result);
+  let assemblyFormat = [{
+    $lhs `[` $token `,` $group `]` `,` $tile `into` $result attr-dict `:`
+    type($lhs) `,` type($tile) `,` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def SMLA_SoftmaxOp : SMLA_Op<"softmax", [AttrSizedOperandSegments]> {
+  let summary = "Softmax recompute against the forward's lse";
+  let description = [{
+    With `x2 = s * scale * log2e - lse2` (lse2 = lse for `base2`,
+    lse * log2e for `natural`):
+
+    * unguarded: `p = exp2(x2)`; `smla-verify-guards` rejects this form;
+    * guarded (`mask`, `live` and `clamp` present):
+      `p[h, j] = (mask[j] && live[h]) ? exp2(min(x2, clamp)) : 0`, a select,
+      never a multiply by the mask, so inf * 0 cannot arise. With `counters`,
+      `counters[2]` grows by the number of selected lanes with x2 > clamp.
+
+    ```mlir
+    smla.softmax %s, %lse[%t, %g] mask(%m : vector<64xi1>)
+        live(%live : vector<16xi1>) into %p
+        {base = #smla.lse_base<base2>, clamp = 3.200000e+01 : f32,
+         scale = 0.0416666679 : f32}
+        : memref<16x64xf32>, memref<?x16xf32>, memref<16x64xf32>
+    ```
+  }];
+  let arguments = (ins SMLA_F32Tile:$scores, MemRefRankOf<[F32], [2]>:$lse,
+      Index:$token, Index:$group, Optional<SMLA_MaskVector>:$mask,
+      Optional<SMLA_MaskVector>:$live, Optional<SMLA_Counters>:$counters,
+      SMLA_F32Tile:$probs, F32Attr:$scale, SMLA_LseBaseAttr:$base,
+      OptionalAttr<F32Attr>:$clamp);
+  let assemblyFormat = [{
+    $scores `,` $lse `[` $token `,` $group `]`
+    (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`live` `(` $live^ `:` type($live) `)`)?
+    (`counters` `(` $counters^ `:` type($counters) `)`)?
+    `into` $probs attr-dict `:` type($scores) `,` type($lse) `,` type($probs)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// True when every guard the contract asks for is attached.
+    bool isGuarded() { return getMask() && getLive() && getClamp(); }
+  }];
+}
+
+def SMLA_DScoresOp : SMLA_Op<"dscores"> {
+  let summary = "dS = P * (dP - Delta) * scale";
+  let description = [{
+    `ds[h, j] = p[h, j] != 0 ? p[h, j] * (dp[h, j] - delta[h]) * scale : 0`.
+    The select keeps lanes that the softmax guard zeroed exactly zero even if
+    dP or Delta were not finite.
+
+    ```mlir
+    smla.dscores %p, %dp, %delta into %ds {scale = 0.0416666679 : f32}
+        : memref<16x64xf32>, memref<16x64xf32>, memref<16xf32>,
+          memref<16x64xf32>
+    ```
+  }];
+  let arguments = (ins SMLA_F32Tile:$probs, SMLA_F32Tile:$dp,
+      MemRefRankOf<[F32], [1]>:$delta, SMLA_F32Tile:$ds, F32Attr:$scale);
+  let assemblyFormat = [{
+    $probs `,` $dp `,` $delta `into` $ds attr-dict `:` type($probs) `,`
+    type($dp) `,` type($delta) `,` type($ds)
+  }];
+  let hasVerifier = 1;
+}
+
+def SMLA_DqAccumulateOp : SMLA_Op<"dq_accumulate"> {
+  let summary = "dQ += dS * K for one block";
+  let description = [{
+    `acc[h, c] += sum_j ds[h, j] * tile[j, c]`. Masked lanes have `ds = 0`
+    and a zero-filled tile row.
+
+    ```mlir
+    smla.dq_accumulate %ds, %tile into %acc
+        : memref<16x64xf32>, memref<64x576xf32>, memref<16x576xf32>
+    ```
+  }];
+  let arguments = (ins SMLA_F32Tile:$ds, SMLA_F32Tile:$tile,
+      SMLA_F32Tile:$acc);
+  let assemblyFormat = [{
+    $ds `,` $tile `into` $acc attr-dict `:` type($ds) `,` type($tile) `,`
+    type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
+def SMLA_ScatterDkvOp
+    : SMLA_Op<"scatter_dkv", [AllTypesMatch<["ds", "probs"]>]> {
+  let summary = "Masked scatter-accumulate of one block into fp32 dKV";
+  let description = [{
+    For every lane j with `mask[j]`, and c < W:
+    `dkv[idx[j], g, c] += sum_h ds[h, j] * q[t, g*Hg + h, c]
+                         + (c < D ? sum_h p[h, j] * dout[t, g*Hg + h, c] : 0)`.
+    A masked lane writes nothing. Without `mask` the op is unguarded and
+    `smla-verify-guards` rejects it.
+
+    ```mlir
+    smla.scatter_dkv %ds, %p, %q, %do[%t, %g] rows(%idx)
+        mask(%m : vector<64xi1>) into %dkv
+        : memref<16x64xf32>, memref<?x16x576xbf16>, memref<?x16x512xbf16>,
+          vector<64xi32>, memref<?x1x576xf32>
+    ```
+  }];
+  let arguments = (ins SMLA_F32Tile:$ds, SMLA_F32Tile:$probs,
+      SMLA_Bf16Rank3:$q, SMLA_Bf16Rank3:$dout, Index:$token, Index:$group,
+      SMLA_IndexVector:$indices, Optional<SMLA_MaskVector>:$mask,
+      MemRefRankOf<[F32], [3]>:$dkv);
+  let assemblyFormat = [{
+    $ds `,` $probs `,` $q `,` $dout `[` $token `,` $group `]`
+    `rows` `(` $indices `)` (`mask` `(` $mask^ `:` type($mask) `)`)?
+    `into` $dkv attr-dict `:` type($ds) `,` type($q) `,` type($dout) `,`
+    type($indices) `,` type($dkv)
+  }];
+  let hasVerifier = 1;
+}
+
+def SMLA_StoreDqOp : SMLA_Op<"store_dq"> {
+  let summary = "Write the dQ rows of one token and group";
+  let description = [{
+    `dq[t, g*Hg + h, c] = convert(acc[h, c])` (f32, or bf16 rounded to
+    nearest even).
+
+    ```mlir
+    smla.store_dq %acc into %dq[%t, %g]
+        : memref<16x576xf32>, memref<?x16x576xbf16>
+    ```
+  }];
+  let arguments = (ins SMLA_F32Tile:$acc, MemRefRankOf<[BF16, F32], [3]>:$dq,
+      Index:$token, Index:$group);
+  let assemblyFormat = [{
+    $acc `into` $dq `[` $token `,` $group `]` attr-dict `:` type($acc) `,`
+    type($dq)
+  }];
+  let hasVerifier = 1;
+}
+
+def SMLA_CastDkvOp : SMLA_Op<"cast_dkv"> {
+  let summary = "Round the fp32 dKV accumulator to the output type";
+  let description = [{
+    `dkv[s, g, c] = bf16(accum[s, g, c])`, round to nearest even.
+
+    ```mlir
+    smla.cast_dkv %acc into %dkv : memref<?x1x576xf32>, memref<?x1x576xbf16>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[F32], [3]>:$accum, SMLA_Bf16Rank3:$dkv);
+  let assemblyFormat = [{
+    $accum `into` $dkv attr-dict `:` type($accum) `,` type($dkv)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // SMLA_DIALECT_SMLA_IR_SMLAOPS_TD

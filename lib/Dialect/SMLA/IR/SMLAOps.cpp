@@ -1,0 +1,289 @@
+//===- SMLAOps.cpp - smla op verifiers ------------------------------------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+// Every verifier says which operand is wrong, what it expected and what it
+// got; the lit suite (test/Dialect/SMLA/IR/invalid.mlir) pins each message.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Dialect/SMLA/IR/SMLA.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::smla;
+
+#define GET_OP_CLASSES
+#include "smla/Dialect/SMLA/IR/SMLAOps.cpp.inc"
+
+namespace {
+/// Checks shapes of one operand against expected static sizes; an expected
+/// size of ShapedType::kDynamic accepts anything (a run-time size).
+class ShapeChecker {
+public:
+  explicit ShapeChecker(Operation *op) : op(op) {}
+
+  LogicalResult dims(StringRef name, Value value,
+                     ArrayRef<int64_t> expected) {
+    auto type = cast<ShapedType>(value.getType());
+    for (auto [i, want] : llvm::enumerate(expected)) {
+      if (ShapedType::isDynamic(want))
+        continue;
+      int64_t got = type.getDimSize(i);
+      if (got != want)
+        return op->emitOpError()
+               << "operand '" << name << "' dimension " << i << " must be "
+               << want << ", got "
+               << (ShapedType::isDynamic(got) ? std::string("?")
+                                              : std::to_string(got))
+               << " (type " << type << ")";
+    }
+    return success();
+  }
+
+  /// Run-time sizes that several operands share (T, S_kv) must agree when
+  /// they are static.
+  LogicalResult same(StringRef what, ArrayRef<std::pair<StringRef, int64_t>>
+                                         sizes) {
+    std::optional<std::pair<StringRef, int64_t>> first;
+    for (auto [name, size] : sizes) {
+      if (ShapedType::isDynamic(size))
+        continue;
+      if (!first) {
+        first = {name, size};
+        continue;
+      }
+      if (size != first->second)
+        return op->emitOpError()
+               << what << " differs between '" << first->first << "' ("
+               << first->second << ") and '" << name << "' (" << size << ")";
+    }
+    return success();
+  }
+
+private:
+  Operation *op;
+};
+
+int64_t dim(Value v, unsigned i) {
+  return cast<ShapedType>(v.getType()).getDimSize(i);
+}
+constexpr int64_t kDyn = ShapedType::kDynamic;
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// SparseAttentionBwdOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult SparseAttentionBwdOp::verify() {
+  ConfigAttr cfg = getConfig();
+  int64_t h = cfg.getHeads(), g = cfg.getGroups(), d = cfg.getD();
+  int64_t w = cfg.getQkWidth();
+  ShapeChecker check(*this);
+  if (failed(check.dims("q", getQ(), {kDyn, h, w})) ||
+      failed(check.dims("kv", getKv(), {kDyn, g, w})) ||
+      failed(check.dims("o", getO(), {kDyn, h, d})) ||
+      failed(check.dims("dout", getDout(), {kDyn, h, d})) ||
+      failed(check.dims("indices", getIndices(), {kDyn, g, kDyn})) ||
+      failed(check.dims("lse", getLse(), {kDyn, h})) ||
+      failed(check.dims("dq", getDq(), {kDyn, h, w})) ||
+      failed(check.dims("dkv_accum", getDkvAccum(), {kDyn, g, w})))
+    return failure();
+
+  Type dqElem = getDq().getType().getElementType();
+  if (dqElem != cfg.getDqType())
+    return emitOpError() << "operand 'dq' element type must be the config's "
+                            "dqType "
+                         << cfg.getDqType() << ", got " << dqElem;
+  bool wantDkv = cfg.getDkvType().isBF16();
+  if (wantDkv != static_cast<bool>(getDkv()))
+    return emitOpError() << "operand 'dkv' must be "
+                         << (wantDkv ? "present" : "absent")
+                         << " when the config's dkvType is "
+                         << cfg.getDkvType();
+  if (getDkv() && failed(check.dims("dkv", getDkv(), {kDyn, g, w})))
+    return failure();
+  if (cfg.getPositions() != static_cast<bool>(getPositions()))
+    return emitOpError() << "operand 'positions' must be "
+                         << (cfg.getPositions() ? "present" : "absent")
+                         << " when the config says positions = "
+                         << (cfg.getPositions() ? "true" : "false");
+  if (getCounters() &&
+      failed(check.dims("counters", getCounters(), {kNumCounters})))
+    return failure();
+
+  SmallVector<std::pair<StringRef, int64_t>> tokens = {
+      {"q", dim(getQ(), 0)},         {"o", dim(getO(), 0)},
+      {"dout", dim(getDout(), 0)},   {"indices", dim(getIndices(), 0)},
+      {"lse", dim(getLse(), 0)},     {"dq", dim(getDq(), 0)}};
+  if (getPositions())
+    tokens.push_back({"positions", dim(getPositions(), 0)});
+  SmallVector<std::pair<StringRef, int64_t>> keys = {
+      {"kv", dim(getKv(), 0)}, {"dkv_accum", dim(getDkvAccum(), 0)}};
+  if (getDkv())
+    keys.push_back({"dkv", dim(getDkv(), 0)});
+  if (failed(check.same("token count (dim 0)", tokens)) ||
+      failed(check.same("key count (dim 0)", keys)))
+    return failure();
+
+  float scale = getSmScale().convertToFloat();
+  if (!(scale > 0.0f) || !std::isfinite(scale))
+    return emitOpError() << "sm_scale must be finite and > 0, got " << scale;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Tile ops
+//===----------------------------------------------------------------------===//
+
+/// Hg must divide the head count of a [T, H, *] operand.
+static LogicalResult checkHeadsPerGroup(Operation *op, StringRef name,
+                                        Value rows, int64_t hg) {
+  int64_t h = dim(rows, 1);
+  if (ShapedType::isDynamic(h) || ShapedType::isDynamic(hg) || hg < 1 ||
+      h % hg != 0)
+    return op->emitOpError() << "heads of '" << name << "' (" << h
+                             << ") must be a static multiple of the tile's "
+                                "heads per group ("
+                             << hg << ")";
+  return success();
+}
+
+/// Lengths of two vectors (or a vector and a tile dimension) must agree.
+static LogicalResult checkLength(Operation *op, StringRef a, int64_t la,
+                                 StringRef b, int64_t lb) {
+  if (la != lb || ShapedType::isDynamic(la))
+    return op->emitOpError() << "length of '" << a << "' (" << la
+                             << ") must equal " << b << " (" << lb << ")";
+  return success();
+}
+
+LogicalResult DeltaOp::verify() {
+  if (getO().getType() != getDout().getType())
+    return emitOpError() << "operands 'o' and 'dout' must have the same type";
+  return checkHeadsPerGroup(*this, "o", getO(), dim(getDelta(), 0));
+}
+
+LogicalResult IndexMaskOp::verify() {
+  return checkLength(*this, "mask", getMask().getType().getNumElements(),
+                     "the number of indices",
+                     getIndices().getType().getNumElements());
+}
+
+LogicalResult GatherOp::verify() {
+  int64_t lanes = getIndices().getType().getNumElements();
+  if (failed(checkLength(*this, "tile rows", dim(getTile(), 0),
+                         "the number of indices", lanes)))
+    return failure();
+  if (getMask() && failed(checkLength(*this, "mask",
+                                      getMask().getType().getNumElements(),
+                                      "the number of indices", lanes)))
+    return failure();
+  if (dim(getTile(), 1) != dim(getKv(), 2))
+    return emitOpError() << "tile width (" << dim(getTile(), 1)
+                         << ") must equal the kv row width ("
+                         << dim(getKv(), 2) << ")";
+  return success();
+}
+
+LogicalResult TileDotOp::verify() {
+  if (failed(checkHeadsPerGroup(*this, "lhs", getLhs(), dim(getResult(), 0))))
+    return failure();
+  if (failed(checkLength(*this, "result columns", dim(getResult(), 1),
+                         "tile rows", dim(getTile(), 0))))
+    return failure();
+  if (dim(getLhs(), 2) > dim(getTile(), 1))
+    return emitOpError() << "contraction width (" << dim(getLhs(), 2)
+                         << ") exceeds the tile width (" << dim(getTile(), 1)
+                         << ")";
+  return success();
+}
+
+LogicalResult SoftmaxOp::verify() {
+  if (getScores().getType() != getProbs().getType())
+    return emitOpError() << "operands 'scores' and 'probs' must have the same "
+                            "type";
+  int64_t hg = dim(getScores(), 0), b = dim(getScores(), 1);
+  if (failed(checkHeadsPerGroup(*this, "lse", getLse(), hg)))
+    return failure();
+  if (getMask() &&
+      failed(checkLength(*this, "mask", getMask().getType().getNumElements(),
+                         "the block size", b)))
+    return failure();
+  if (getLive() &&
+      failed(checkLength(*this, "live", getLive().getType().getNumElements(),
+                         "the heads per group", hg)))
+    return failure();
+  if (auto clamp = getClamp()) {
+    double c = clamp->convertToDouble();
+    if (!(c >= 0.0 && c <= kMaxExp2Clamp))
+      return emitOpError() << "clamp must be in [0, " << kMaxExp2Clamp
+                           << "] so that exp2 stays finite, got " << c;
+  }
+  return success();
+}
+
+LogicalResult DScoresOp::verify() {
+  if (getProbs().getType() != getDp().getType() ||
+      getProbs().getType() != getDs().getType())
+    return emitOpError() << "operands 'probs', 'dp' and 'ds' must have the "
+                            "same type";
+  return checkLength(*this, "delta", dim(getDelta(), 0), "the heads per group",
+                     dim(getProbs(), 0));
+}
+
+LogicalResult DqAccumulateOp::verify() {
+  if (failed(checkLength(*this, "ds columns", dim(getDs(), 1), "tile rows",
+                         dim(getTile(), 0))) ||
+      failed(checkLength(*this, "acc rows", dim(getAcc(), 0), "ds rows",
+                         dim(getDs(), 0))))
+    return failure();
+  if (dim(getAcc(), 1) > dim(getTile(), 1))
+    return emitOpError() << "acc width (" << dim(getAcc(), 1)
+                         << ") exceeds the tile width (" << dim(getTile(), 1)
+                         << ")";
+  return success();
+}
+
+LogicalResult ScatterDkvOp::verify() {
+  if (getDs().getType() != getProbs().getType())
+    return emitOpError() << "operands 'ds' and 'probs' must have the same type";
+  int64_t hg = dim(getDs(), 0);
+  int64_t lanes = getIndices().getType().getNumElements();
+  if (failed(checkHeadsPerGroup(*this, "q", getQ(), hg)) ||
+      failed(checkLength(*this, "ds columns", dim(getDs(), 1),
+                         "the number of indices", lanes)))
+    return failure();
+  if (getMask() && failed(checkLength(*this, "mask",
+                                      getMask().getType().getNumElements(),
+                                      "the number of indices", lanes)))
+    return failure();
+  if (dim(getDkv(), 2) != dim(getQ(), 2))
+    return emitOpError() << "dkv width (" << dim(getDkv(), 2)
+                         << ") must equal the q width (" << dim(getQ(), 2)
+                         << ")";
+  if (dim(getDout(), 2) > dim(getQ(), 2) || dim(getDout(), 1) != dim(getQ(), 1))
+    return emitOpError() << "dout must be [T, H, D] with D <= the q width";
+  return success();
+}
+
+LogicalResult StoreDqOp::verify() {
+  if (failed(checkHeadsPerGroup(*this, "dq", getDq(), dim(getAcc(), 0))))
+    return failure();
+  if (dim(getAcc(), 1) != dim(getDq(), 2))
+    return emitOpError() << "acc width (" << dim(getAcc(), 1)
+                         << ") must equal the dq width (" << dim(getDq(), 2)
+                         << ")";
+  return success();
+}
+
+LogicalResult CastDkvOp::verify() {
+  auto src = getAccum().getType(), dst = getDkv().getType();
+  for (unsigned i = 1; i < 3; ++i)
+    if (src.getDimSize(i) != dst.getDimSize(i))
+      return emitOpError() << "accum and dkv must have the same shape, got "
+                           << src << " and " << dst;
+  return success();
+}

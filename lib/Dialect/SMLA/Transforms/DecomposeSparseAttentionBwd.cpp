@@ -1,0 +1,130 @@
+//===- DecomposeSparseAttentionBwd.cpp - whole op -> tile loop nest -------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Dialect/SMLA/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+
+namespace mlir::smla {
+#define GEN_PASS_DEF_SMLADECOMPOSE
+#include "smla/Dialect/SMLA/Transforms/Passes.h.inc"
+} // namespace mlir::smla
+
+using namespace mlir;
+using namespace mlir::smla;
+
+namespace {
+/// Scratch tiles of one (token, group) step, allocated once per call.
+struct Scratch {
+  Value keys;   // [B, W]  gathered K/V rows
+  Value scores; // [Hg, B] q.k
+  Value probs;  // [Hg, B] P
+  Value dp;     // [Hg, B] do.v
+  Value ds;     // [Hg, B] dS
+  Value dqAcc;  // [Hg, W] dQ accumulator
+  Value delta;  // [Hg]    rowsum(o*do)
+};
+
+Scratch allocateScratch(OpBuilder &b, Location loc, ConfigAttr cfg) {
+  int64_t hg = cfg.getHeadsPerGroup(), blk = cfg.getBlock();
+  int64_t w = cfg.getQkWidth();
+  Type f32 = b.getF32Type();
+  auto scratch = [&](ArrayRef<int64_t> shape) -> Value {
+    return memref::AllocaOp::create(b, loc, MemRefType::get(shape, f32));
+  };
+  Scratch s;
+  s.keys = scratch({blk, w});
+  s.scores = scratch({hg, blk});
+  s.probs = scratch({hg, blk});
+  s.dp = scratch({hg, blk});
+  s.ds = scratch({hg, blk});
+  s.dqAcc = scratch({hg, w});
+  s.delta = scratch({hg});
+  return s;
+}
+
+/// The body for one top-k block: gather, products, softmax, dS, dQ, dKV.
+void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
+               const Scratch &s, Value token, Value group, Value offset,
+               Value limit) {
+  ConfigAttr cfg = op.getConfig();
+  auto idxType =
+      VectorType::get({cfg.getBlock()}, b.getI32Type());
+  Value idx = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
+                                  group, offset, limit, op.getCounters());
+  GatherOp::create(b, loc, op.getKv(), group, idx, /*mask=*/Value(), s.keys);
+  TileDotOp::create(b, loc, op.getQ(), token, group, s.keys, s.scores);
+  auto base = LseBaseAttr::get(b.getContext(), cfg.getLseBase());
+  SoftmaxOp::create(b, loc, s.scores, op.getLse(), token, group,
+                    /*mask=*/Value(), /*live=*/Value(), op.getCounters(),
+                    s.probs, op.getSmScaleAttr(), base, /*clamp=*/nullptr);
+  TileDotOp::create(b, loc, op.getDout(), token, group, s.keys, s.dp);
+  DScoresOp::create(b, loc, s.probs, s.dp, s.delta, s.ds,
+                    op.getSmScaleAttr());
+  DqAccumulateOp::create(b, loc, s.ds, s.keys, s.dqAcc);
+  ScatterDkvOp::create(b, loc, s.ds, s.probs, op.getQ(), op.getDout(), token,
+                       group, idx, /*mask=*/Value(), op.getDkvAccum());
+}
+
+void decompose(SparseAttentionBwdOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  ConfigAttr cfg = op.getConfig();
+  auto index = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value c0 = index(0), c1 = index(1);
+  Value groups = index(cfg.getGroups()), block = index(cfg.getBlock());
+  Value tokens = memref::DimOp::create(b, loc, op.getQ(), 0);
+  Value topk = memref::DimOp::create(b, loc, op.getIndices(), 2);
+  Value numBlocks = arith::CeilDivUIOp::create(b, loc, topk, block);
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0f));
+  Scratch s = allocateScratch(b, loc, cfg);
+
+  linalg::FillOp::create(b, loc, ValueRange{zero},
+                         ValueRange{op.getDkvAccum()});
+  scf::ForOp::create(
+      b, loc, c0, tokens, c1, ValueRange{},
+      [&](OpBuilder &b, Location loc, Value t, ValueRange) {
+        Value limit;
+        if (op.getPositions())
+          limit = memref::LoadOp::create(b, loc, op.getPositions(), t);
+        scf::ForOp::create(
+            b, loc, c0, groups, c1, ValueRange{},
+            [&](OpBuilder &b, Location loc, Value g, ValueRange) {
+              DeltaOp::create(b, loc, op.getO(), op.getDout(), t, g, s.delta);
+              linalg::FillOp::create(b, loc, ValueRange{zero},
+                                     ValueRange{s.dqAcc});
+              scf::ForOp::create(
+                  b, loc, c0, numBlocks, c1, ValueRange{},
+                  [&](OpBuilder &b, Location loc, Value blk, ValueRange) {
+                    Value offset = arith::MulIOp::create(b, loc, blk, block);
+                    emitBlock(b, loc, op, s, t, g, offset, limit);
+                    scf::YieldOp::create(b, loc);
+                  });
+              StoreDqOp::create(b, loc, s.dqAcc, op.getDq(), t, g);
+              scf::YieldOp::create(b, loc);
+            });
+        scf::YieldOp::create(b, loc);
+      });
+  if (op.getDkv())
+    CastDkvOp::create(b, loc, op.getDkvAccum(), op.getDkv());
+  op.erase();
+}
+
+struct SMLADecomposePass
+    : public mlir::smla::impl::SMLADecomposeBase<SMLADecomposePass> {
+  void runOnOperation() override {
+    SmallVector<SparseAttentionBwdOp> ops;
+    getOperation()->walk([&](SparseAttentionBwdOp op) { ops.push_back(op); });
+    for (SparseAttentionBwdOp op : ops)
+      decompose(op);
+  }
+};
+} // namespace

@@ -1,0 +1,106 @@
+//===- GuardAnalysis.cpp - where a tile's guard comes from ----------------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Dialect/SMLA/Transforms/GuardAnalysis.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace mlir::smla;
+
+/// The destination buffer of a tile op, if it has one.
+static Value destinationOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([](GatherOp o) { return o.getTile(); })
+      .Case([](TileDotOp o) { return o.getResult(); })
+      .Case([](SoftmaxOp o) { return o.getProbs(); })
+      .Case([](DScoresOp o) { return o.getDs(); })
+      .Case([](DqAccumulateOp o) { return o.getAcc(); })
+      .Case([](DeltaOp o) { return o.getDelta(); })
+      .Default([](Operation *) { return Value(); });
+}
+
+Operation *mlir::smla::findLastWriter(Value buffer, Operation *user) {
+  for (Operation *op = user->getPrevNode(); op; op = op->getPrevNode())
+    if (destinationOf(op) == buffer)
+      return op;
+  return nullptr;
+}
+
+GatherOp mlir::smla::findScoreGather(SoftmaxOp softmax) {
+  auto dot = dyn_cast_or_null<TileDotOp>(
+      findLastWriter(softmax.getScores(), softmax));
+  if (!dot)
+    return {};
+  return dyn_cast_or_null<GatherOp>(findLastWriter(dot.getTile(), dot));
+}
+
+static bool isDimZeroOf(Value v, Value tensor) {
+  auto dim = v.getDefiningOp<memref::DimOp>();
+  return dim && dim.getSource() == tensor && matchPattern(dim.getIndex(),
+                                                          m_Zero());
+}
+
+/// lanes == min(dim(indices, 2) - offset, B)
+static bool isTailLaneCount(Value lanes, IndexLoadOp load) {
+  auto min = lanes.getDefiningOp<arith::MinSIOp>();
+  if (!min)
+    return false;
+  int64_t block = load.getResult().getType().getNumElements();
+  for (auto [left, cap] : {std::pair{min.getLhs(), min.getRhs()},
+                           std::pair{min.getRhs(), min.getLhs()}}) {
+    APInt capValue;
+    auto sub = left.getDefiningOp<arith::SubIOp>();
+    if (!sub || !matchPattern(cap, m_ConstantInt(&capValue)) ||
+        capValue.getSExtValue() != block || sub.getRhs() != load.getOffset())
+      continue;
+    auto dim = sub.getLhs().getDefiningOp<memref::DimOp>();
+    APInt dimIndex;
+    if (dim && dim.getSource() == load.getIndices() &&
+        matchPattern(dim.getIndex(), m_ConstantInt(&dimIndex)) &&
+        dimIndex == 2)
+      return true;
+  }
+  return false;
+}
+
+std::string mlir::smla::explainMaskMismatch(Value mask, Value indices,
+                                            Value tensor) {
+  if (!mask)
+    return "has no index mask";
+  auto maskOp = mask.getDefiningOp<IndexMaskOp>();
+  if (!maskOp)
+    return "mask is not produced by smla.index_mask";
+  if (maskOp.getIndices() != indices)
+    return "mask was built from a different index block";
+  if (!isDimZeroOf(maskOp.getBound(), tensor))
+    return "mask bound is not dim 0 of the tensor this op accesses";
+  auto load = indices.getDefiningOp<IndexLoadOp>();
+  if (!load)
+    return "indices are not produced by smla.index_load";
+  if (!isTailLaneCount(maskOp.getLanes(), load))
+    return "mask lane count is not min(K - offset, block) of its index block";
+  if (load.getLimit() != maskOp.getLimit())
+    return load.getLimit() ? "mask ignores the position limit of its indices"
+                           : "mask has a limit its indices do not carry";
+  return "";
+}
+
+std::string mlir::smla::explainLiveMismatch(Value live, SoftmaxOp softmax) {
+  if (!live)
+    return "has no live-row guard";
+  auto rowLive = live.getDefiningOp<RowLiveOp>();
+  if (!rowLive)
+    return "live rows are not produced by smla.row_live";
+  if (rowLive.getLse() != softmax.getLse() ||
+      rowLive.getToken() != softmax.getToken() ||
+      rowLive.getGroup() != softmax.getGroup())
+    return "live rows were computed for a different lse row";
+  return "";
+}

@@ -1,0 +1,85 @@
+//===- InsertIndexMasks.cpp - guard gathers and scatters ------------------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Dialect/SMLA/Transforms/GuardAnalysis.h"
+#include "smla/Dialect/SMLA/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+
+namespace mlir::smla {
+#define GEN_PASS_DEF_SMLAINSERTINDEXMASKS
+#include "smla/Dialect/SMLA/Transforms/Passes.h.inc"
+} // namespace mlir::smla
+
+using namespace mlir;
+using namespace mlir::smla;
+
+namespace {
+/// Returns the validity mask of `indices` for accesses of `tensor`, reusing
+/// one that already guards exactly that, else building it. Only the first
+/// mask of a block counts invalid slots.
+FailureOr<Value> getOrBuildMask(Operation *user, Value indices, Value tensor) {
+  auto load = indices.getDefiningOp<IndexLoadOp>();
+  if (!load)
+    return user->emitOpError()
+           << "indices must come from smla.index_load to be masked";
+  bool counted = false;
+  for (Operation *other : indices.getUsers()) {
+    auto mask = dyn_cast<IndexMaskOp>(other);
+    if (!mask)
+      continue;
+    counted |= static_cast<bool>(mask.getCounters());
+    if (explainMaskMismatch(mask.getMask(), indices, tensor).empty())
+      return mask.getMask();
+  }
+
+  // Built right before the access it guards, so that it reads next to it.
+  OpBuilder b(user);
+  Location loc = load.getLoc();
+  int64_t block = load.getResult().getType().getNumElements();
+  Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+  Value c2 = arith::ConstantIndexOp::create(b, loc, 2);
+  Value cBlock = arith::ConstantIndexOp::create(b, loc, block);
+  Value bound = memref::DimOp::create(b, loc, tensor, c0);
+  Value topk = memref::DimOp::create(b, loc, load.getIndices(), c2);
+  Value left = arith::SubIOp::create(b, loc, topk, load.getOffset());
+  Value lanes = arith::MinSIOp::create(b, loc, left, cBlock);
+  Value counters = counted ? Value() : load.getCounters();
+  auto maskType = VectorType::get({block}, b.getI1Type());
+  return IndexMaskOp::create(b, loc, maskType, indices, bound, lanes,
+                             load.getLimit(), counters)
+      .getMask();
+}
+
+struct SMLAInsertIndexMasksPass
+    : public mlir::smla::impl::SMLAInsertIndexMasksBase<SMLAInsertIndexMasksPass> {
+  void runOnOperation() override {
+    WalkResult result = getOperation()->walk([&](Operation *op) {
+      if (auto gather = dyn_cast<GatherOp>(op)) {
+        if (gather.getMask())
+          return WalkResult::advance();
+        FailureOr<Value> mask =
+            getOrBuildMask(op, gather.getIndices(), gather.getKv());
+        if (failed(mask))
+          return WalkResult::interrupt();
+        gather.getMaskMutable().assign(*mask);
+      } else if (auto scatter = dyn_cast<ScatterDkvOp>(op)) {
+        if (scatter.getMask())
+          return WalkResult::advance();
+        FailureOr<Value> mask =
+            getOrBuildMask(op, scatter.getIndices(), scatter.getDkv());
+        if (failed(mask))
+          return WalkResult::interrupt();
+        scatter.getMaskMutable().assign(*mask);
+      }
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,26 @@
+# -*- Python -*-
+# lit configuration for the smla compiler tests (FileCheck, -verify-diagnostics).
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "SMLA"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.smla_obj_root, "test")
+# Python test trees are run by pytest, not lit.
+config.excludes = ["python", "execution", "lit.cfg.py", "CMakeLists.txt"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(("%smla_src_root", config.smla_src_root))
+
+llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
+llvm_config.use_default_substitutions()
+
+tool_dirs = [config.smla_tools_dir, config.llvm_tools_dir]
+tools = ["smla-opt", ToolSubst("FileCheck", unresolved="fatal")]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
