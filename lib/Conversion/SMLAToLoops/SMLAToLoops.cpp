@@ -236,15 +236,14 @@ void lower(GatherOp op) {
           Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
           LoopEmitter::loop(b, loc, width, [&](OpBuilder &b, Value c) {
             Value v = loadF32(b, loc, op.getKv(), {row, op.getGroup(), c});
-            memref::StoreOp::create(b, loc, v, op.getTile(), ValueRange{j, c});
+            storeF32(b, loc, v, op.getTile(), {j, c});
           });
           scf::YieldOp::create(b, loc);
         },
         [&](OpBuilder &b, Location loc) {
           Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
           LoopEmitter::loop(b, loc, width, [&](OpBuilder &b, Value c) {
-            memref::StoreOp::create(b, loc, zero, op.getTile(),
-                                    ValueRange{j, c});
+            storeF32(b, loc, zero, op.getTile(), {j, c});
           });
           scf::YieldOp::create(b, loc);
         });
@@ -379,8 +378,7 @@ void lower(DqAccumulateOp op) {
               b, e.loc, block, init, [&](OpBuilder &b, Value j, Value acc) {
                 Value ds = memref::LoadOp::create(b, e.loc, op.getDs(),
                                                   ValueRange{h, j});
-                Value k = memref::LoadOp::create(b, e.loc, op.getTile(),
-                                                 ValueRange{j, c});
+                Value k = loadF32(b, e.loc, op.getTile(), {j, c});
                 return arith::AddFOp::create(
                     b, e.loc, acc, arith::MulFOp::create(b, e.loc, ds, k));
               });

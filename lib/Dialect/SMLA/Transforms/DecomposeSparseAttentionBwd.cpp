@@ -22,7 +22,7 @@ using namespace mlir::smla;
 namespace {
 /// Scratch tiles of one (token, group) step, allocated once per call.
 struct Scratch {
-  Value keys;   // [B, W]  gathered K/V rows
+  Value keys;   // [B, W]  gathered K/V rows (bf16)
   Value scores; // [Hg, B] q.k
   Value probs;  // [Hg, B] P
   Value dp;     // [Hg, B] do.v
@@ -35,17 +35,18 @@ Scratch allocateScratch(OpBuilder &b, Location loc, ConfigAttr cfg) {
   int64_t hg = cfg.getHeadsPerGroup(), blk = cfg.getBlock();
   int64_t w = cfg.getQkWidth();
   Type f32 = b.getF32Type();
-  auto scratch = [&](ArrayRef<int64_t> shape) -> Value {
-    return memref::AllocaOp::create(b, loc, MemRefType::get(shape, f32));
+  auto scratch = [&](ArrayRef<int64_t> shape, Type elem) -> Value {
+    return memref::AllocaOp::create(b, loc, MemRefType::get(shape, elem));
   };
   Scratch s;
-  s.keys = scratch({blk, w});
-  s.scores = scratch({hg, blk});
-  s.probs = scratch({hg, blk});
-  s.dp = scratch({hg, blk});
-  s.ds = scratch({hg, blk});
-  s.dqAcc = scratch({hg, w});
-  s.delta = scratch({hg});
+  // kv is bf16, so its gathered rows are kept in bf16 exactly.
+  s.keys = scratch({blk, w}, b.getBF16Type());
+  s.scores = scratch({hg, blk}, f32);
+  s.probs = scratch({hg, blk}, f32);
+  s.dp = scratch({hg, blk}, f32);
+  s.ds = scratch({hg, blk}, f32);
+  s.dqAcc = scratch({hg, w}, f32);
+  s.delta = scratch({hg}, f32);
   return s;
 }
 

@@ -16,6 +16,8 @@ include "smla/Dialect/SMLA/IR/SMLAAttrs.td"
 // Operand classes used by several ops.
 def SMLA_Bf16Rank3 : MemRefRankOf<[BF16], [3]>;
 def SMLA_F32Tile : MemRefRankOf<[F32], [2]>;
+// Gathered K/V rows: kv is bf16, so a bf16 tile holds them exactly.
+def SMLA_KeyTile : MemRefRankOf<[BF16, F32], [2]>;
 def SMLA_IndexVector : VectorOfRankAndType<[1], [I32]>;
 def SMLA_MaskVector : VectorOfRankAndType<[1], [I1]>;
 def SMLA_Counters : MemRefRankOf<[I64], [1]>;
@@ -191,18 +193,19 @@ def SMLA_RowLiveOp : SMLA_Op<"row_live"> {
 def SMLA_GatherOp : SMLA_Op<"gather"> {
   let summary = "Masked gather of K/V rows";
   let description = [{
-    `tile[j, c] = mask[j] ? kv[idx[j], g, c] : 0` in f32. A masked lane is
+    `tile[j, c] = mask[j] ? kv[idx[j], g, c] : 0` (bf16 or f32; exact either
+    way since kv is bf16). A masked lane is
     never turned into an address. Without `mask` the op is unguarded and
     `smla-verify-guards` rejects it.
 
     ```mlir
     smla.gather %kv[%g] rows(%idx) mask(%m : vector<64xi1>) into %tile
-        : memref<?x1x576xbf16>, vector<64xi32>, memref<64x576xf32>
+        : memref<?x1x576xbf16>, vector<64xi32>, memref<64x576xbf16>
     ```
   }];
   let arguments = (ins SMLA_Bf16Rank3:$kv, Index:$group,
       SMLA_IndexVector:$indices, Optional<SMLA_MaskVector>:$mask,
-      SMLA_F32Tile:$tile);
+      SMLA_KeyTile:$tile);
   let assemblyFormat = [{
     $kv `[` $group `]` `rows` `(` $indices `)`
     (`mask` `(` $mask^ `:` type($mask) `)`)? `into` $tile attr-dict `:`
@@ -219,11 +222,11 @@ def SMLA_TileDotOp : SMLA_Op<"tile_dot"> {
 
     ```mlir
     smla.tile_dot %q[%t, %g], %tile into %s
-        : memref<?x16x576xbf16>, memref<64x576xf32>, memref<16x64xf32>
+        : memref<?x16x576xbf16>, memref<64x576xbf16>, memref<16x64xf32>
     ```
   }];
   let arguments = (ins SMLA_Bf16Rank3:$lhs, Index:$token, Index:$group,
-      SMLA_F32Tile:$tile, SMLA_F32Tile:$result);
+      SMLA_KeyTile:$tile, SMLA_F32Tile:$result);
   let assemblyFormat = [{
     $lhs `[` $token `,` $group `]` `,` $tile `into` $result attr-dict `:`
     type($lhs) `,` type($tile) `,` type($result)
@@ -300,10 +303,10 @@ def SMLA_DqAccumulateOp : SMLA_Op<"dq_accumulate"> {
 
     ```mlir
     smla.dq_accumulate %ds, %tile into %acc
-        : memref<16x64xf32>, memref<64x576xf32>, memref<16x576xf32>
+        : memref<16x64xf32>, memref<64x576xbf16>, memref<16x576xf32>
     ```
   }];
-  let arguments = (ins SMLA_F32Tile:$ds, SMLA_F32Tile:$tile,
+  let arguments = (ins SMLA_F32Tile:$ds, SMLA_KeyTile:$tile,
       SMLA_F32Tile:$acc);
   let assemblyFormat = [{
     $ds `,` $tile `into` $acc attr-dict `:` type($ds) `,` type($tile) `,`

@@ -75,7 +75,7 @@ def SMLAInsertIndexMasks : Pass<"smla-insert-index-masks"> {
     %idx = smla.index_load %indices[%t, %g, %k0] limit %pos
         : memref<?x1x?xi32> -> vector<64xi32>
     smla.gather %kv[%g] rows(%idx) into %tile
-        : memref<?x1x576xbf16>, vector<64xi32>, memref<64x576xf32>
+        : memref<?x1x576xbf16>, vector<64xi32>, memref<64x576xbf16>
     ```
     After:
     ```mlir
@@ -88,7 +88,7 @@ def SMLAInsertIndexMasks : Pass<"smla-insert-index-masks"> {
     %m = smla.index_mask %idx below %S lanes %n limit %pos
         : vector<64xi32> -> vector<64xi1>
     smla.gather %kv[%g] rows(%idx) mask(%m : vector<64xi1>) into %tile
-        : memref<?x1x576xbf16>, vector<64xi32>, memref<64x576xf32>
+        : memref<?x1x576xbf16>, vector<64xi32>, memref<64x576xbf16>
     ```
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
