@@ -22,5 +22,10 @@ llvm_config.with_system_environment(["HOME", "INCLUDE", "LIB", "TMP", "TEMP"])
 llvm_config.use_default_substitutions()
 
 tool_dirs = [config.smla_tools_dir, config.llvm_tools_dir]
-tools = ["smla-opt", ToolSubst("FileCheck", unresolved="fatal")]
+tools = [
+    "smla-opt",
+    ToolSubst("FileCheck", unresolved="fatal"),
+    ToolSubst("split-file", unresolved="fatal"),
+    ToolSubst("not", unresolved="fatal"),
+]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -11,6 +11,7 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace mlir::smla;
@@ -219,8 +220,10 @@ LogicalResult SoftmaxOp::verify() {
   if (auto clamp = getClamp()) {
     double c = clamp->convertToDouble();
     if (!(c >= 0.0 && c <= kMaxExp2Clamp))
-      return emitOpError() << "clamp must be in [0, " << kMaxExp2Clamp
-                           << "] so that exp2 stays finite, got " << c;
+      return emitOpError() << "clamp must be in [0, "
+                           << llvm::formatv("{0}", kMaxExp2Clamp)
+                           << "] so that exp2 stays finite, got "
+                           << llvm::formatv("{0}", c);
   }
   return success();
 }

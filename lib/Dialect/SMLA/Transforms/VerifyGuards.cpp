@@ -61,7 +61,7 @@ LogicalResult verifyLoweredExp(Operation *exp) {
     return exp->emitOpError()
            << "is an unguarded exponential: its exponent is not clamped by "
               "a constant <= "
-           << kMaxExp2Clamp;
+           << static_cast<int64_t>(kMaxExp2Clamp);
   for (OpOperand &use : exp->getResult(0).getUses()) {
     auto select = dyn_cast<arith::SelectOp>(use.getOwner());
     if (!select || use.getOperandNumber() != 1)

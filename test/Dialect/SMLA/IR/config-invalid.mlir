@@ -1,0 +1,62 @@
+// RUN: smla-opt %s -split-input-file -verify-diagnostics
+
+// Impossible configurations are refused by the attribute verifier.
+
+// expected-error @+1 {{d must be a positive multiple of 16, got 500}}
+func.func private @f() attributes {c = #smla.config<d = 500, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{d must be a positive multiple of 16, got 0}}
+func.func private @f() attributes {c = #smla.config<d = 0, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{dt must be a non-negative multiple of 16, got 40}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 40, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{heads must be >= 1, got 0}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 0, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{groups must be >= 1, got 0}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 0, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{heads (20) must be divisible by groups (3)}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 20, groups = 3, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{block must be a multiple of 16 in [16, 256], got 24}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 24, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{block must be a multiple of 16 in [16, 256], got 512}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 512, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{dqType must be bf16 or f32, got 'f16'}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = f16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{dkvType must be bf16 or f32, got 'i32'}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = i32>}
+
+// -----
+
+// expected-error @+2 {{expected ::mlir::smla::LseBase to be one of: base2, natural}}
+// expected-error @+1 {{failed to parse SMLA_ConfigAttr parameter 'lseBase'}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base10, positions = false, dqType = bf16, dkvType = bf16>}
+
+// -----
+
+// expected-error @+1 {{expected ','}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16>}

@@ -1,0 +1,83 @@
+// RUN: smla-opt %s --smla-decompose | FileCheck %s
+// The decomposition alone is unguarded: the verifier must refuse its output.
+// RUN: not smla-opt %s --smla-decompose --smla-verify-guards 2>&1 | FileCheck %s --check-prefix=REFUSED
+
+// CHECK-LABEL: func.func @small
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x48xbf16>, %[[KV:.*]]: memref<?x2x48xbf16>, %[[O:.*]]: memref<?x4x32xbf16>, %[[DO:.*]]: memref<?x4x32xbf16>, %[[IDX:.*]]: memref<?x2x?xi32>, %[[LSE:.*]]: memref<?x4xf32>, %[[POS:.*]]: memref<?xi32>, %[[DQ:.*]]: memref<?x4x48xf32>, %[[ACC:.*]]: memref<?x2x48xf32>, %[[DKV:.*]]: memref<?x2x48xbf16>, %[[CNT:.*]]: memref<3xi64>)
+// CHECK-DAG: %[[C16:.*]] = arith.constant 16 : index
+// CHECK-DAG: %[[C2G:.*]] = arith.constant 2 : index
+// CHECK-DAG: %[[T:.*]] = memref.dim %[[Q]], %{{.*}} : memref<?x4x48xbf16>
+// CHECK-DAG: %[[K:.*]] = memref.dim %[[IDX]], %{{.*}} : memref<?x2x?xi32>
+// Any top-k >= 1: ceil(K / block) blocks, the tail masked later.
+// CHECK: %[[NB:.*]] = arith.ceildivui %[[K]], %[[C16]] : index
+// Scratch tiles: gathered keys in bf16, the rest in f32, Hg = 2 heads.
+// CHECK: %[[KEYS:.*]] = memref.alloca() : memref<16x48xbf16>
+// CHECK: %[[S:.*]] = memref.alloca() : memref<2x16xf32>
+// CHECK: %[[P:.*]] = memref.alloca() : memref<2x16xf32>
+// CHECK: %[[DP:.*]] = memref.alloca() : memref<2x16xf32>
+// CHECK: %[[DS:.*]] = memref.alloca() : memref<2x16xf32>
+// CHECK: %[[DQA:.*]] = memref.alloca() : memref<2x48xf32>
+// CHECK: %[[DELTA:.*]] = memref.alloca() : memref<2xf32>
+// CHECK: linalg.fill ins(%{{.*}} : f32) outs(%[[ACC]] : memref<?x2x48xf32>)
+// CHECK: scf.for %[[TI:.*]] = %{{.*}} to %[[T]]
+// CHECK:   %[[LIM:.*]] = memref.load %[[POS]][%[[TI]]] : memref<?xi32>
+// CHECK:   scf.for %[[GI:.*]] = %{{.*}} to %[[C2G]]
+// CHECK:     smla.delta %[[O]], %[[DO]][%[[TI]], %[[GI]]] into %[[DELTA]]
+// CHECK:     linalg.fill ins(%{{.*}} : f32) outs(%[[DQA]] : memref<2x48xf32>)
+// CHECK:     scf.for %[[B:.*]] = %{{.*}} to %[[NB]]
+// CHECK:       %[[K0:.*]] = arith.muli %[[B]], %[[C16]] : index
+// CHECK:       %[[I:.*]] = smla.index_load %[[IDX]][%[[TI]], %[[GI]], %[[K0]]] limit %[[LIM]] counters(%[[CNT]] : memref<3xi64>) : memref<?x2x?xi32> -> vector<16xi32>
+// CHECK:       smla.gather %[[KV]][%[[GI]]] rows(%[[I]]) into %[[KEYS]]
+// CHECK:       smla.tile_dot %[[Q]][%[[TI]], %[[GI]]], %[[KEYS]] into %[[S]]
+// CHECK:       smla.softmax %[[S]], %[[LSE]][%[[TI]], %[[GI]]] counters(%[[CNT]] : memref<3xi64>) into %[[P]] {base = #smla<lse_base base2>, scale = 1.250000e-01 : f32}
+// CHECK:       smla.tile_dot %[[DO]][%[[TI]], %[[GI]]], %[[KEYS]] into %[[DP]]
+// CHECK:       smla.dscores %[[P]], %[[DP]], %[[DELTA]] into %[[DS]] {scale = 1.250000e-01 : f32}
+// CHECK:       smla.dq_accumulate %[[DS]], %[[KEYS]] into %[[DQA]]
+// CHECK:       smla.scatter_dkv %[[DS]], %[[P]], %[[Q]], %[[DO]][%[[TI]], %[[GI]]] rows(%[[I]]) into %[[ACC]]
+// CHECK:     }
+// CHECK:     smla.store_dq %[[DQA]] into %[[DQ]][%[[TI]], %[[GI]]]
+// CHECK: smla.cast_dkv %[[ACC]] into %[[DKV]]
+// CHECK-NOT: smla.sparse_attention_bwd
+// REFUSED: error: 'smla.gather' op is an unguarded gather: has no index mask
+// REFUSED: error: 'smla.softmax' op is an unguarded exponential: has no clamp
+// REFUSED: error: 'smla.scatter_dkv' op is an unguarded scatter: has no index mask
+func.func @small(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
+                 %o: memref<?x4x32xbf16>, %do: memref<?x4x32xbf16>,
+                 %idx: memref<?x2x?xi32>, %lse: memref<?x4xf32>,
+                 %pos: memref<?xi32>, %dq: memref<?x4x48xf32>,
+                 %acc: memref<?x2x48xf32>, %dkv: memref<?x2x48xbf16>,
+                 %cnt: memref<3xi64>) {
+  smla.sparse_attention_bwd q(%q : memref<?x4x48xbf16>)
+      kv(%kv : memref<?x2x48xbf16>) o(%o : memref<?x4x32xbf16>)
+      dout(%do : memref<?x4x32xbf16>) indices(%idx : memref<?x2x?xi32>)
+      lse(%lse : memref<?x4xf32>) positions(%pos : memref<?xi32>)
+      dq(%dq : memref<?x4x48xf32>) dkv_accum(%acc : memref<?x2x48xf32>)
+      dkv(%dkv : memref<?x2x48xbf16>) counters(%cnt : memref<3xi64>)
+      {config = #smla.config<d = 32, dt = 16, heads = 4, groups = 2,
+          block = 16, lseBase = base2, positions = true, dqType = f32,
+          dkvType = bf16>, sm_scale = 0.125 : f32}
+  return
+}
+
+// Without positions the index loads carry no limit; with an f32 dkv there is
+// no final cast; the natural-log base is kept on the softmax.
+// CHECK-LABEL: func.func @plain
+// CHECK-NOT: memref.load
+// CHECK: smla.index_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x1x?xi32> -> vector<32xi32>
+// CHECK: smla.softmax {{.*}}base = #smla<lse_base natural>
+// CHECK-NOT: smla.cast_dkv
+// CHECK: return
+func.func @plain(%q: memref<?x20x64xbf16>, %kv: memref<?x1x64xbf16>,
+                 %o: memref<?x20x64xbf16>, %idx: memref<?x1x?xi32>,
+                 %lse: memref<?x20xf32>, %dq: memref<?x20x64xbf16>,
+                 %acc: memref<?x1x64xf32>) {
+  smla.sparse_attention_bwd q(%q : memref<?x20x64xbf16>)
+      kv(%kv : memref<?x1x64xbf16>) o(%o : memref<?x20x64xbf16>)
+      dout(%o : memref<?x20x64xbf16>) indices(%idx : memref<?x1x?xi32>)
+      lse(%lse : memref<?x20xf32>) dq(%dq : memref<?x20x64xbf16>)
+      dkv_accum(%acc : memref<?x1x64xf32>)
+      {config = #smla.config<d = 64, dt = 0, heads = 20, groups = 1,
+          block = 32, lseBase = natural, positions = false, dqType = bf16,
+          dkvType = f32>, sm_scale = 0.125 : f32}
+  return
+}
