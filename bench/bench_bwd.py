@@ -1,0 +1,175 @@
+"""Benchmark the sparse-MLA backward against its peers (BENCHMARKS.md).
+
+    python bench/bench_bwd.py                    # all shapes on the GPU
+    python bench/bench_bwd.py --shapes B1 B2     # a subset
+    python bench/bench_bwd.py --tiny --device cpu   # smoke run, seconds on a CPU
+
+Per shape it reports, for every backend available in this process, the median
+time over --iters runs after warm-up (CUDA events on a GPU), TFLOP/s with the
+project's flop count (smla.contract.flop_count) and the ratio of each peer's
+time to the compiled kernel's; plus the index set's overlap statistics
+(smla.indices.overlap_stats on a 256-query sample at the last shard), and the
+machine limits (bf16 8192^3 GEMM, device copy bandwidth).
+
+Backends: compiled (torch.ops.smla.sparse_mla_bwd via smla._compiled, if
+built), reference (the chunked eager reference), compiled-reference
+(torch.compile of the reference; --no-compile skips it) and tilelang
+(--tilelang MODULE:FUNCTION naming a sparse_mla_bwd with Slime's unbatched
+signature, e.g. a vendored tilelang_sparse_mla_bwd). The compiled op's time
+includes Delta, the dKV cast and output allocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
+from smla import _compiled  # noqa: E402
+from smla.contract import default_sm_scale, flop_count  # noqa: E402
+from smla.indices import causal_random, dsa_like, overlap_stats, packed  # noqa: E402
+from smla.reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference  # noqa: E402
+
+# name: (T, S_kv, H, G, D, Dt, K, index kind)
+SHAPES = {
+    "B1": (4096, 8192, 64, 1, 512, 64, 2048, "random"),
+    "B2": (8192, 32768, 16, 1, 512, 64, 2048, "dsa"),
+    "B2r": (8192, 32768, 16, 1, 512, 64, 2048, "random"),
+    "B3": (4 * 2048, 8192, 16, 1, 512, 64, 2048, "packed"),
+}
+TINY = {
+    "B1": (64, 256, 8, 1, 32, 16, 64, "random"),
+    "B2": (64, 512, 4, 1, 32, 16, 64, "dsa"),
+    "B2r": (64, 512, 4, 1, 32, 16, 64, "random"),
+    "B3": (4 * 32, 128, 4, 1, 32, 16, 64, "packed"),
+}
+
+
+def make_problem(spec, device, seed=0):
+    T, S, H, G, D, Dt, K, kind = spec
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen).to(device=device, dtype=torch.bfloat16)
+
+    q_positions = None
+    if kind == "random":
+        idx = causal_random(T, S, K, seed=seed, groups=G, device=device)
+    elif kind == "dsa":
+        idx = dsa_like(T, S, K, seed=seed, groups=G, device=device)
+    else:
+        idx, q_positions, _ = packed([T // 4] * 4, K, kind="dsa", seed=seed, groups=G,
+                                     device=device)
+    q, kv, do = randn(T, H, D + Dt), randn(S, G, D + Dt), randn(T, H, D)
+    scale = default_sm_scale(D + Dt)
+    o, lse = sparse_mla_fwd_reference(q, kv, idx, scale, d_v=D, q_positions=q_positions)
+    return dict(q=q, kv=kv, o=o, do=do, indices=idx, lse=lse, scale=scale,
+                q_positions=q_positions)
+
+
+def bench(fn, device, warmup, iters):
+    """Median milliseconds of fn()."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        for _ in range(iters):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b))
+    else:
+        for _ in range(iters):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def backends(p, args):
+    """name -> zero-argument callable running one backward."""
+    t = (p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"])
+    qp, s = p["q_positions"], p["scale"]
+    out = {}
+    if p["q"].is_cuda and _compiled.is_available():
+        out["compiled"] = lambda: _compiled.sparse_mla_bwd(
+            *t, sm_scale=s, lse_base=2, q_positions=qp, delta=None,
+            dq_dtype=torch.bfloat16, dkv_dtype=torch.bfloat16)
+    out["reference"] = lambda: sparse_mla_bwd_reference(*t, s, q_positions=qp)
+    if not args.no_compile:
+        compiled_ref = torch.compile(sparse_mla_bwd_reference, dynamic=False)
+        out["compiled-reference"] = lambda: compiled_ref(*t, s, q_positions=qp)
+    if args.tilelang:
+        mod, _, name = args.tilelang.partition(":")
+        tl = getattr(importlib.import_module(mod), name or "sparse_mla_bwd")
+        out["tilelang"] = lambda: tl(*t, sm_scale=s)
+    return out
+
+
+def limits(device, tiny):
+    n = 512 if tiny else 8192
+    a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
+    ms = bench(lambda: a @ a, device, 2, 5 if tiny else 20)
+    src = torch.empty((1 << 30) if not tiny else (1 << 16), dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    cms = bench(lambda: dst.copy_(src), device, 2, 5 if tiny else 20)
+    return {"gemm_tflops": 2 * n ** 3 / ms / 1e9, "copy_tbps": 2 * src.numel() / cms / 1e9}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--tiny", action="store_true", help="small shapes (smoke test)")
+    ap.add_argument("--iters", type=int, default=None, help="timed runs (default 20; tiny 2)")
+    ap.add_argument("--warmup", type=int, default=None, help="default 3; tiny 1")
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile(reference)")
+    ap.add_argument("--tilelang", default=None, help="MODULE:FUNCTION of a TileLang peer")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args(argv)
+    device = torch.device(args.device)
+    iters = args.iters or (2 if args.tiny else 20)
+    warmup = args.warmup if args.warmup is not None else (1 if args.tiny else 3)
+    table = TINY if args.tiny else SHAPES
+
+    lim = limits(device, args.tiny)
+    print(f"device {device}: bf16 GEMM {lim['gemm_tflops']:.1f} TFLOP/s, "
+          f"copy {lim['copy_tbps']:.2f} TB/s")
+    results = {"limits": lim, "shapes": {}}
+    for name in args.shapes:
+        spec = table[name]
+        T, S, H, G, D, Dt, K, kind = spec
+        p = make_problem(spec, device)
+        ov = overlap_stats(p["indices"], sample=256, s_kv=S)
+        flops = flop_count(T, H, K, D, Dt)
+        print(f"\n{name}: T={T} S_kv={S} H={H} G={G} D+Dt={D}+{Dt} K={K} indices={kind}; "
+              f"next-overlap {ov['next_overlap']:.3f}, union8/K {ov['union_8']:.2f}, "
+              f"union64/K {ov['union_64']:.2f}")
+        row = {"overlap": ov, "flops": flops, "ms": {}}
+        for bname, fn in backends(p, args).items():
+            ms = bench(fn, device, warmup, iters)
+            row["ms"][bname] = ms
+        base = row["ms"].get("compiled")
+        for bname, ms in row["ms"].items():
+            ratio = f"  {ms / base:6.2f}x compiled" if base else ""
+            print(f"  {bname:<20} {ms:10.3f} ms  {flops / ms / 1e9:10.4g} TFLOP/s{ratio}")
+        results["shapes"][name] = row
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""smla: backward pass of sparse multi-latent attention (DeepSeek Sparse
+Attention, as in GLM-5.x / DeepSeek-V3.2) that is finite by construction.
+
+Public API
+----------
+sparse_mla_bwd(q, kv, o, do, indices, lse, sm_scale=None, is_casual=True,
+               return_kernel=False, delta=None, *, lse_base=2,
+               q_positions=None, dq_dtype=None, dkv_dtype=None,
+               diagnostics=False, mode=None) -> (dq, dkv[, counters])
+    Drop-in for TileLang's / Slime's ``sparse_mla_bwd`` (same positional
+    arguments; unbatched [T, ...] like Slime, or batched [B, T, ...] like
+    upstream TileLang). q [T,H,D+Dt] bf16, kv [S_kv,G,D+Dt] bf16, o/do
+    [T,H,D] bf16, indices [T,G,K] int32, lse [T,H] fp32 (base 2 by default,
+    lse_base="e" for natural), q_positions [T] int32 (absolute positions for
+    CP shards / packed sequences). sm_scale defaults to (D+Dt)**-0.5.
+    mode: "compiled" | "checked" | "reference" (default: $SMLA_MODE, else
+    compiled for CUDA inputs when the extension is built, else reference).
+
+SparseMLA.apply(q, kv, indices, scaling[, d_v, q_positions]) -> (out, lse)
+    The autograd Function of Slime's GLM-5 plugin with this backward;
+    set_forward(fn, lse_base=..., d_v=...) plugs in TileLang/FlashMLA's forward.
+
+dump_call(path, q, kv, o, do, indices, lse, ...) / load_call(path)
+    Save one call for ``python -m smla.replay DUMP``;
+    ``python -m smla.synthetic OUT.pt`` writes a synthetic GLM-5.2 call.
+
+Also: smla.reference (the math), smla.contract (constants, validity rule,
+flop count), smla.indices (benchmark index generators), smla.checks.
+"""
+
+from .api import MODES, resolve_mode, sparse_mla_bwd
+from .autograd import SparseMLA, get_forward, set_backward_mode, set_forward
+from .checks import NonFiniteInputError, check_finite
+from .checked import SmlaRepairWarning
+from .contract import COUNTER_NAMES, EXP2_CLAMP, LOG2E, flop_count, slot_validity
+from .dump import DumpError, dump_call, load_call
+from .reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference
+
+__all__ = [
+    "COUNTER_NAMES", "DumpError", "EXP2_CLAMP", "LOG2E", "MODES", "NonFiniteInputError",
+    "SmlaRepairWarning", "SparseMLA", "check_finite", "dump_call", "flop_count",
+    "get_forward", "load_call", "resolve_mode", "set_backward_mode", "set_forward",
+    "slot_validity", "sparse_mla_bwd", "sparse_mla_bwd_reference", "sparse_mla_fwd_reference",
+]

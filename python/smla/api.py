@@ -1,0 +1,158 @@
+"""smla.sparse_mla_bwd: the drop-in entry point.
+
+Signature matched (positional part) to TileLang's
+``examples/deepseek_v32/sparse_mla_bwd.py``::
+
+    sparse_mla_bwd(q, kv, o, do, indices, lse, sm_scale=None, is_casual=True,
+                   return_kernel=False, delta=None)
+
+and to the vendored copy Slime's GLM-5 plugin calls as
+``sparse_mla_bwd(q, kv, tl_out, grad_output.contiguous(), indices, tl_lse,
+sm_scale=scaling)`` (slime_plugins/models/glm5/ops/sparse_mla.py):
+
+* Layout: Slime's wrapper is unbatched (q [T, H, D+Dt]; it unsqueezes to B=1
+  internally); upstream TileLang takes a leading batch dim
+  ([B, S, H, D+Dt] ...). Both are accepted here; a batched call is computed
+  per batch element and returns batched results.
+* sm_scale=None means (D+Dt)**-0.5, TileLang's default (full q/k width).
+* is_casual: TileLang asserts it is True ("non-casual is not supported") and
+  otherwise ignores it; causality is carried by the indices (and here by
+  q_positions). Only True is accepted.
+* return_kernel: accepted by TileLang's wrapper and ignored; only False is
+  accepted here (there is no kernel object to return).
+* delta: optional precomputed Delta = sum(o*do, -1), fp32 [T, H]
+  ([B, T, H] batched); when None it is computed from o and do.
+* lse is base 2 (TileLang/Slime) by default; ``lse_base="e"`` for a natural
+  log-sum-exp (FlashMLA, cuDNN).
+* dq/dkv default to the dtype of q/kv (bf16 in the contract); fp32 on request.
+  dkv is always accumulated in fp32.
+
+Modes: "compiled" (the CUDA kernels via torch.ops.smla.sparse_mla_bwd),
+"checked" (compiled + input checks + granular repair, see smla.checked),
+"reference" (smla.reference, any device). ``mode=None`` reads the environment
+variable SMLA_MODE; if that is unset it picks "compiled" when q is a CUDA
+tensor and the extension imports, otherwise "reference".
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import torch
+
+from . import _compiled, checked
+from .checks import validate_bwd_args
+from .contract import COUNTER_NAMES, default_sm_scale, normalize_lse_base
+from .reference import sparse_mla_bwd_reference
+
+MODES = ("compiled", "checked", "reference")
+_CTX = "smla.sparse_mla_bwd"
+
+
+def resolve_mode(mode: Optional[str], q) -> str:
+    """The mode a call runs in (see the module docstring)."""
+    source = "argument 'mode'"
+    if mode is None:
+        mode = os.environ.get("SMLA_MODE") or None
+        source = "environment variable SMLA_MODE"
+    if mode is None:
+        on_cuda = isinstance(q, torch.Tensor) and q.is_cuda
+        return "compiled" if on_cuda and _compiled.is_available() else "reference"
+    if mode not in MODES:
+        raise ValueError(
+            f"{_CTX}: {source} must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}"
+        )
+    return mode
+
+
+def sparse_mla_bwd(
+    q, kv, o, do, indices, lse, sm_scale=None, is_casual=True, return_kernel=False, delta=None,
+    *, lse_base=2, q_positions=None, dq_dtype=None, dkv_dtype=None, diagnostics=False,
+    mode=None,
+):
+    """Backward of sparse multi-latent attention (see smla.contract / DESIGN.md).
+
+    Returns (dq, dkv), or (dq, dkv, counters) with ``diagnostics=True`` where
+    counters = {"invalid_slots", "dead_rows", "clamped"} (ints; checked mode
+    adds "repaired_tokens"). Bad arguments raise TypeError/ValueError naming
+    the argument.
+    """
+    if is_casual is not True:
+        raise ValueError(
+            f"{_CTX}: argument 'is_casual' must be True (as in TileLang; causality comes "
+            f"from indices and q_positions), got {is_casual!r}"
+        )
+    if return_kernel:
+        raise ValueError(
+            f"{_CTX}: argument 'return_kernel' must be False (there is no kernel object "
+            f"to return), got {return_kernel!r}"
+        )
+    if isinstance(q, torch.Tensor) and q.dim() == 4:
+        return _batched(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions,
+                        dq_dtype, dkv_dtype, diagnostics, mode)
+    mode = resolve_mode(mode, q)
+    validate_bwd_args(
+        q, kv, o, do, indices, lse, q_positions=q_positions, delta=delta, sm_scale=sm_scale,
+        lse_base=lse_base, dq_dtype=dq_dtype, dkv_dtype=dkv_dtype,
+        strict=mode != "reference", mode_name=mode,
+    )
+    scale = default_sm_scale(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    lse_base = normalize_lse_base(lse_base)
+    dq_dtype = dq_dtype or q.dtype
+    dkv_dtype = dkv_dtype or kv.dtype
+    counters = None
+    if mode == "reference":
+        res = sparse_mla_bwd_reference(
+            q, kv, o, do, indices, lse, scale, lse_base=lse_base, q_positions=q_positions,
+            delta=delta, dq_dtype=dq_dtype, dkv_dtype=dkv_dtype, diagnostics=diagnostics,
+        )
+        dq, dkv = res[0], res[1]
+        counters = res[2] if diagnostics else None
+    else:
+        kw = dict(sm_scale=scale, lse_base=lse_base, q_positions=q_positions, delta=delta,
+                  dq_dtype=dq_dtype, dkv_dtype=dkv_dtype)
+        if mode == "compiled":
+            dq, dkv, raw = _compiled.sparse_mla_bwd(q, kv, o, do, indices, lse, **kw)
+            counters = _compiled.counters_to_dict(raw) if diagnostics else None
+        else:
+            dq, dkv, counters = checked.checked_sparse_mla_bwd(q, kv, o, do, indices, lse, **kw)
+    return (dq, dkv, counters) if diagnostics else (dq, dkv)
+
+
+def _batched(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions,
+             dq_dtype, dkv_dtype, diagnostics, mode):
+    """Upstream TileLang layout: a leading batch dim on every tensor."""
+    B = q.shape[0]
+    if B < 1:
+        raise ValueError(f"{_CTX}: argument 'q' must have batch size >= 1, got shape "
+                         f"{tuple(q.shape)}")
+    ranks = {"kv": (kv, 4), "o": (o, 4), "do": (do, 4), "indices": (indices, 4),
+             "lse": (lse, 3), "q_positions": (q_positions, 2), "delta": (delta, 3)}
+    for name, (t, rank) in ranks.items():
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{_CTX}: argument '{name}' must be a torch.Tensor, got "
+                            f"{type(t).__name__}")
+        if t.dim() != rank or t.shape[0] != B:
+            raise ValueError(
+                f"{_CTX}: argument '{name}' must have {rank} dimensions with batch size "
+                f"B={B} first (q is batched, shape {tuple(q.shape)}), got shape {tuple(t.shape)}"
+            )
+    outs = []
+    for b in range(B):
+        outs.append(sparse_mla_bwd(
+            q[b], kv[b], o[b], do[b], indices[b], lse[b], sm_scale, True, False,
+            None if delta is None else delta[b], lse_base=lse_base,
+            q_positions=None if q_positions is None else q_positions[b],
+            dq_dtype=dq_dtype, dkv_dtype=dkv_dtype, diagnostics=diagnostics, mode=mode,
+        ))
+    dq = torch.stack([r[0] for r in outs])
+    dkv = torch.stack([r[1] for r in outs])
+    if not diagnostics:
+        return dq, dkv
+    counters = {k: sum(r[2].get(k, 0) for r in outs) for k in outs[0][2]}
+    for k in COUNTER_NAMES:
+        counters.setdefault(k, 0)
+    return dq, dkv, counters

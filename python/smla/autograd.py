@@ -1,0 +1,108 @@
+"""SparseMLA: the autograd Function Slime's GLM-5 plugin uses, with the smla
+backward.
+
+Matches slime_plugins/models/glm5/ops/sparse_mla.py: ``SparseMLA.apply(q, kv,
+indices, scaling)`` returns ``(out, lse)`` with q [T, H, D+Dt], kv [S_kv, G,
+D+Dt], indices [T, G, K]; backward returns (dq, dkv, None, None). Two optional
+trailing arguments are added: ``d_v`` (as in Slime's SGLangSparseMLA) and
+``q_positions`` (absolute query positions for CP shards / packed sequences).
+
+The forward is pluggable: ``smla.set_forward(fn, lse_base=..., d_v=...)``
+registers e.g. TileLang's or FlashMLA's forward together with the base of the
+lse it returns (2 for TileLang, "e" for FlashMLA), so the backward interprets
+that lse correctly. ``fn(q, kv, indices, sm_scale, *, d_v, q_positions)``
+must return (out [T, H, d_v], lse [T, H]). The default is the reference
+forward (base 2, d_v 512).
+
+A gradient flowing into lse is supported: since d(lse_e)/ds = P*scale, it is
+folded into Delta (delta' = Delta - c*grad_lse, c = log2(e) for a base-2 lse).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple, Optional
+
+import torch
+
+from .api import resolve_mode, sparse_mla_bwd
+from .contract import LOG2E, normalize_lse_base
+from .reference import sparse_mla_fwd_reference
+
+
+class ForwardSpec(NamedTuple):
+    fn: Callable
+    lse_base: object
+    d_v: int
+
+
+def _reference_forward(lse_base):
+    def fwd(q, kv, indices, sm_scale, *, d_v, q_positions=None):
+        return sparse_mla_fwd_reference(
+            q, kv, indices, sm_scale, d_v=d_v, lse_base=lse_base, q_positions=q_positions
+        )
+
+    fwd.__name__ = "smla_reference_forward"
+    return fwd
+
+
+_forward = ForwardSpec(_reference_forward(2), 2, 512)
+_backward_mode: Optional[str] = None
+
+
+def set_forward(fn: Optional[Callable] = None, *, lse_base=2, d_v: int = 512) -> ForwardSpec:
+    """Register the forward SparseMLA uses (None: the reference forward).
+    Returns the previous spec (pass its fields back to restore it)."""
+    global _forward
+    base = normalize_lse_base(lse_base)
+    prev = _forward
+    _forward = ForwardSpec(fn if fn is not None else _reference_forward(base), base, int(d_v))
+    return prev
+
+
+def get_forward() -> ForwardSpec:
+    return _forward
+
+
+def set_backward_mode(mode: Optional[str]) -> Optional[str]:
+    """Mode for SparseMLA's backward (None: smla.sparse_mla_bwd's default).
+    Returns the previous setting."""
+    global _backward_mode
+    if mode is not None:
+        resolve_mode(mode, None)  # validates the name
+    prev, _backward_mode = _backward_mode, mode
+    return prev
+
+
+class SparseMLA(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, kv, indices, scaling, d_v=None, q_positions=None):
+        spec = _forward
+        q, kv, indices = q.contiguous(), kv.contiguous(), indices.contiguous()
+        d_v = spec.d_v if d_v is None else int(d_v)
+        if q_positions is None:
+            out, lse = spec.fn(q, kv, indices, scaling, d_v=d_v)
+        else:
+            out, lse = spec.fn(q, kv, indices, scaling, d_v=d_v, q_positions=q_positions)
+        ctx.scaling = scaling
+        ctx.lse_base = spec.lse_base
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(q, kv, indices, out, lse, q_positions)
+        return out, lse
+
+    @staticmethod
+    def backward(ctx, grad_output, grad_lse):
+        q, kv, indices, out, lse, q_positions = ctx.saved_tensors
+        if grad_output is None:
+            grad_output = torch.zeros_like(out)
+        delta = None
+        if grad_lse is not None:
+            stat = torch.float64 if q.dtype == torch.float64 else torch.float32
+            c = LOG2E if ctx.lse_base == 2 else 1.0
+            g = torch.where(torch.isfinite(lse), grad_lse.to(stat), torch.zeros((), dtype=stat,
+                                                                                 device=lse.device))
+            delta = ((out.to(stat) * grad_output.to(stat)).sum(-1) - c * g).contiguous()
+        dq, dkv = sparse_mla_bwd(
+            q, kv, out, grad_output.contiguous(), indices, lse, sm_scale=ctx.scaling,
+            delta=delta, lse_base=ctx.lse_base, q_positions=q_positions, mode=_backward_mode,
+        )
+        return dq, dkv, None, None, None, None

@@ -1,0 +1,230 @@
+"""Argument validation for smla.sparse_mla_bwd (and the dump loader).
+
+Every failure names the argument, what was expected and what was given, e.g.
+``smla.sparse_mla_bwd: argument 'indices' must have dtype torch.int32, got
+torch.int64``. Type and dtype problems raise TypeError; shape, device, layout
+and configuration problems raise ValueError.
+
+Two strictness levels:
+* strict (modes "compiled" and "checked"): the kernel contract exactly: bf16
+  q/kv/o/do, fp32 lse/delta, CUDA tensors, contiguous.
+* relaxed (mode "reference"): any device (all on one), any layout, and q may
+  be any floating dtype that kv/o/do share; lse/delta fp32 or fp64.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+from typing import NamedTuple, Optional
+
+import torch
+
+from .contract import normalize_lse_base
+
+FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
+STRICT_OUT_DTYPES = (torch.bfloat16, torch.float32)
+
+
+class NonFiniteInputError(ValueError):
+    """An input tensor holds NaN or Inf (garbage in)."""
+
+
+class Dims(NamedTuple):
+    T: int
+    H: int
+    G: int
+    K: int
+    S_kv: int
+    D: int
+    Dt: int
+
+
+class _Checker:
+    def __init__(self, context: str, noun: str):
+        self.context = context
+        self.noun = noun
+
+    def arg(self, name: str) -> str:
+        return f"{self.context}: {self.noun} '{name}'"
+
+    def value_error(self, name: str, msg: str):
+        raise ValueError(f"{self.arg(name)} {msg}")
+
+    def type_error(self, name: str, msg: str):
+        raise TypeError(f"{self.arg(name)} {msg}")
+
+    def tensor(self, name, t, rank: int, layout: str):
+        if not isinstance(t, torch.Tensor):
+            self.type_error(name, f"must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != rank:
+            self.value_error(
+                name,
+                f"must have {rank} dimension{'s' if rank != 1 else ''} {layout}, "
+                f"got {t.dim()} (shape {tuple(t.shape)})",
+            )
+
+    def dtype(self, name, t, allowed):
+        if t.dtype not in allowed:
+            want = " or ".join(str(d) for d in allowed)
+            self.type_error(name, f"must have dtype {want}, got {t.dtype}")
+
+    def shape(self, name, t, expected, layout: str):
+        if tuple(t.shape) != tuple(expected):
+            self.value_error(
+                name, f"must have shape {tuple(expected)} {layout}, got {tuple(t.shape)}"
+            )
+
+
+def validate_bwd_args(
+    q,
+    kv,
+    o,
+    do,
+    indices,
+    lse,
+    *,
+    q_positions=None,
+    delta=None,
+    sm_scale=None,
+    lse_base=2,
+    dq_dtype=None,
+    dkv_dtype=None,
+    strict: bool = True,
+    mode_name: str = "compiled",
+    context: str = "smla.sparse_mla_bwd",
+    noun: str = "argument",
+) -> Dims:
+    """Validate backward arguments; return the problem sizes."""
+    c = _Checker(context, noun)
+    c.tensor("q", q, 3, "[T, H, D+Dt]")
+    c.tensor("kv", kv, 3, "[S_kv, G, D+Dt]")
+    c.tensor("o", o, 3, "[T, H, D]")
+    c.tensor("do", do, 3, "[T, H, D]")
+    c.tensor("indices", indices, 3, "[T, G, K]")
+    c.tensor("lse", lse, 2, "[T, H]")
+    if q_positions is not None:
+        c.tensor("q_positions", q_positions, 1, "[T]")
+    if delta is not None:
+        c.tensor("delta", delta, 2, "[T, H]")
+
+    # dtypes
+    if strict:
+        for name, t in (("q", q), ("kv", kv), ("o", o), ("do", do)):
+            c.dtype(name, t, (torch.bfloat16,))
+    else:
+        c.dtype("q", q, FLOAT_DTYPES)
+        for name, t in (("kv", kv), ("o", o), ("do", do)):
+            if t.dtype != q.dtype:
+                c.type_error(name, f"must have the dtype of 'q' ({q.dtype}), got {t.dtype}")
+    c.dtype("indices", indices, (torch.int32,))
+    stat_dtypes = (torch.float32,) if strict else (torch.float32, torch.float64)
+    c.dtype("lse", lse, stat_dtypes)
+    if delta is not None:
+        c.dtype("delta", delta, stat_dtypes)
+    if q_positions is not None:
+        c.dtype("q_positions", q_positions, (torch.int32,))
+
+    # devices and layout
+    named = [("q", q), ("kv", kv), ("o", o), ("do", do), ("indices", indices), ("lse", lse)]
+    if q_positions is not None:
+        named.append(("q_positions", q_positions))
+    if delta is not None:
+        named.append(("delta", delta))
+    if strict:
+        for name, t in named:
+            if not t.is_contiguous():
+                c.value_error(
+                    name,
+                    f"must be contiguous (row-major) in mode '{mode_name}', got strides "
+                    f"{tuple(t.stride())} for shape {tuple(t.shape)}",
+                )
+    if strict and q.device.type != "cuda":
+        c.value_error("q", f"must be a CUDA tensor in mode '{mode_name}', got device {q.device}")
+    for name, t in named[1:]:
+        if t.device != q.device:
+            c.value_error(name, f"must be on the device of 'q' ({q.device}), got {t.device}")
+
+    # sizes
+    T, H, d_qk = q.shape
+    S_kv, G, kv_w = kv.shape
+    if H < 1:
+        c.value_error("q", f"must have at least one head (q.shape[1] >= 1), got {H}")
+    if d_qk < 1:
+        c.value_error("q", f"must have D+Dt = q.shape[2] >= 1, got {d_qk}")
+    if S_kv < 1:
+        c.value_error("kv", f"must have S_kv = kv.shape[0] >= 1, got {S_kv}")
+    if G < 1:
+        c.value_error("kv", f"must have at least one group (kv.shape[1] >= 1), got {G}")
+    if kv_w != d_qk:
+        c.value_error("kv", f"must have last dimension D+Dt = {d_qk} (q.shape[2]), got {kv_w}")
+    if H % G != 0:
+        c.value_error(
+            "q",
+            f"has H={H} heads (q.shape[1]), which must be a multiple of the number of "
+            f"kv groups G={G} (kv.shape[1])",
+        )
+    if tuple(o.shape[:2]) != (T, H):
+        c.value_error(
+            "o", f"must have shape [T, H, D] with T={T}, H={H} (from 'q'), got {tuple(o.shape)}"
+        )
+    D = o.shape[2]
+    if not 1 <= D <= d_qk:
+        c.value_error("o", f"must have last dimension D between 1 and D+Dt={d_qk}, got {D}")
+    c.shape("do", do, o.shape, "(the shape of 'o')")
+    if tuple(indices.shape[:2]) != (T, G):
+        c.value_error(
+            "indices",
+            f"must have shape [T, G, K] with T={T} (from 'q') and G={G} (from 'kv'), "
+            f"got {tuple(indices.shape)}",
+        )
+    K = indices.shape[2]
+    if K < 1:
+        c.value_error("indices", f"must have topk = indices.shape[2] >= 1, got {K}")
+    c.shape("lse", lse, (T, H), "[T, H]")
+    if q_positions is not None:
+        c.shape("q_positions", q_positions, (T,), "[T]")
+    if delta is not None:
+        c.shape("delta", delta, (T, H), "[T, H]")
+
+    # scalars
+    if sm_scale is not None:
+        if isinstance(sm_scale, bool) or not isinstance(sm_scale, Real):
+            c.type_error("sm_scale", f"must be a float or None, got {type(sm_scale).__name__}")
+        if not (math.isfinite(float(sm_scale)) and float(sm_scale) > 0):
+            c.value_error("sm_scale", f"must be a finite positive number, got {sm_scale!r}")
+    try:
+        normalize_lse_base(lse_base)
+    except ValueError:
+        c.value_error("lse_base", f"must be 2 or 'e', got {lse_base!r}")
+    out_allowed = STRICT_OUT_DTYPES if strict else FLOAT_DTYPES
+    for name, dt in (("dq_dtype", dq_dtype), ("dkv_dtype", dkv_dtype)):
+        if dt is not None and dt not in out_allowed:
+            want = ", ".join(str(d) for d in out_allowed)
+            c.value_error(name, f"must be None or one of {want}, got {dt!r}")
+    return Dims(T, H, G, K, S_kv, D, d_qk - D)
+
+
+def first_nonfinite(t: torch.Tensor):
+    """(index tuple, value) of the first NaN/Inf element in t, or None."""
+    bad = ~torch.isfinite(t)
+    if not bool(bad.any()):
+        return None
+    flat = int(bad.reshape(-1).nonzero()[0, 0])
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(flat), t.shape))
+    return index, float(t[index])
+
+
+def check_finite(name: str, t: Optional[torch.Tensor], context: str = "smla.sparse_mla_bwd"):
+    """Raise NonFiniteInputError naming ``name`` and its first bad element."""
+    if t is None or not t.is_floating_point():
+        return
+    hit = first_nonfinite(t)
+    if hit is None:
+        return
+    index, value = hit
+    total = int((~torch.isfinite(t)).sum())
+    raise NonFiniteInputError(
+        f"{context}: {name} is not finite: first bad element at index {index} = {value} "
+        f"({total} non-finite element{'s' if total != 1 else ''} in total)"
+    )

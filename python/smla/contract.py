@@ -1,0 +1,80 @@
+"""The sparse-MLA backward contract: constants, the slot-validity rule, the
+lse-base conversion and the flop count.
+
+Every other module (reference, checks, checked mode, generators, benchmarks)
+imports these from here, so the math has exactly one definition of each rule.
+See DESIGN.md, "The contract".
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Union
+
+import torch
+
+# log2(e) in double precision. TileLang rounds it to 1.44269504; the
+# difference (~1e-9 relative) is far below bf16/fp32 noise.
+LOG2E: float = 1.0 / math.log(2.0)
+
+# Bound on the base-2 exponent x2 = s*scale*log2(e) - lse2. Consistent inputs
+# have lse2 >= max score, so x2 <= 0; a stale or mismatched lse can push it
+# up, and clamping at 32 keeps P = exp2(x2) <= 2**32: large but finite, and
+# far from fp32 overflow even after multiplying by dP and summing over K.
+EXP2_CLAMP: float = 32.0
+
+# Names of the guard counters, in the order a compiled kernel reports them.
+COUNTER_NAMES = ("invalid_slots", "dead_rows", "clamped")
+
+LseBase = Union[int, str]
+
+
+def normalize_lse_base(lse_base: LseBase) -> int | str:
+    """Return 2 or "e"; raise ValueError naming the argument otherwise."""
+    if not isinstance(lse_base, bool):  # True == 1 would slip through
+        if lse_base == 2 or lse_base == "2":
+            return 2
+        if lse_base == "e":
+            return "e"
+    raise ValueError(
+        "smla: argument 'lse_base' must be 2 (TileLang/Slime: log2-sum-exp2) "
+        f"or 'e' (natural log: FlashMLA, cuDNN), got {lse_base!r}"
+    )
+
+
+def lse_to_base2(lse: torch.Tensor, lse_base: LseBase) -> torch.Tensor:
+    """Convert an lse tensor to base 2 (non-finite values stay non-finite)."""
+    return lse if normalize_lse_base(lse_base) == 2 else lse * LOG2E
+
+
+def lse_from_base2(lse2: torch.Tensor, lse_base: LseBase) -> torch.Tensor:
+    """Convert a base-2 lse to the requested base."""
+    return lse2 if normalize_lse_base(lse_base) == 2 else lse2 / LOG2E
+
+
+def default_sm_scale(d_qk: int) -> float:
+    """TileLang's default (examples/deepseek_v32/sparse_mla_bwd.py):
+    sm_scale = (D + D_tail) ** -0.5, i.e. over the full q/k width."""
+    return float(d_qk) ** -0.5
+
+
+def slot_validity(
+    indices: torch.Tensor, s_kv: int, q_positions: Optional[torch.Tensor] = None
+) -> torch.Tensor:
+    """Boolean mask of valid slots, same shape as ``indices`` ([T, G, K]).
+
+    Slot (t, g, j) is valid iff 0 <= indices[t,g,j] < s_kv and, when
+    q_positions ([T]) is given, indices[t,g,j] <= q_positions[t].
+    Duplicate indices are each a valid slot (they count once per slot).
+    """
+    valid = (indices >= 0) & (indices < s_kv)
+    if q_positions is not None:
+        pos = q_positions.to(indices.dtype).view(-1, *([1] * (indices.dim() - 1)))
+        valid &= indices <= pos
+    return valid
+
+
+def flop_count(T: int, H: int, K: int, D: int, Dt: int) -> int:
+    """Flops of one backward call, the count TileLang uses (BENCHMARKS.md):
+    2*T*H*K*(2*D + 3*(D+Dt))  (two D-wide and three (D+Dt)-wide GEMMs)."""
+    return 2 * T * H * K * (2 * D + 3 * (D + Dt))

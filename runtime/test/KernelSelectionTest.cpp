@@ -1,0 +1,141 @@
+//===- KernelSelectionTest.cpp - Tests for variant selection --------------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward for sm_90a.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/runtime/Error.h"
+#include "smla/runtime/Manifest.h"
+
+#include "TestSupport.h"
+
+#include <gtest/gtest.h>
+
+using namespace smla::runtime;
+using namespace smla::runtime::test;
+
+namespace {
+
+KernelJson bwd(const std::string &name, const std::string &config) {
+  KernelJson kernel;
+  kernel.name = name;
+  kernel.config = config;
+  return kernel;
+}
+
+Manifest variants() {
+  KernelJson delta;
+  delta.name = "delta_d512";
+  delta.kind = "\"delta\"";
+  delta.config = R"({"d": 512})";
+  return Manifest::parse(manifestText({
+      bwd("pos_lse2", bwdConfig(512, 64, 16, 1, "2", true)),
+      bwd("nopos_lse2", bwdConfig(512, 64, 16, 1, "2", false)),
+      bwd("pos_lsee", bwdConfig(512, 64, 16, 1, "\"e\"", true)),
+      bwd("pos_lse2_h32", bwdConfig(512, 64, 32, 1, "2", true)),
+      bwd("pos_lse2_b32",
+          bwdConfig(512, 64, 16, 1, "2", true, "bf16", "f32", 32)),
+      bwd("pos_lse2_dq32", bwdConfig(512, 64, 16, 1, "2", true, "f32", "f32")),
+      delta,
+  }));
+}
+
+KernelRequest glm(bool positions = true) {
+  KernelRequest request; // GLM-5.2 per rank: D=512, Dt=64, H=16, G=1
+  request.positions = positions;
+  return request;
+}
+
+TEST(KernelSelection, PicksTheMatchingVariant) {
+  Manifest manifest = variants();
+  EXPECT_EQ(manifest.select(glm(true)).name, "pos_lse2");
+  EXPECT_EQ(manifest.select(glm(false)).name, "nopos_lse2");
+  KernelRequest natural = glm(true);
+  natural.lseBase = LseBase::E;
+  EXPECT_EQ(manifest.select(natural).name, "pos_lsee");
+  KernelRequest h32 = glm(true);
+  h32.heads = 32;
+  EXPECT_EQ(manifest.select(h32).name, "pos_lse2_h32");
+  KernelRequest fp32dq = glm(true);
+  fp32dq.dqType = "f32";
+  EXPECT_EQ(manifest.select(fp32dq).name, "pos_lse2_dq32");
+}
+
+TEST(KernelSelection, BlockIsAnyUnlessRequestedAndFirstMatchWins) {
+  Manifest manifest = variants();
+  KernelRequest request = glm(true);
+  EXPECT_EQ(manifest.select(request).name, "pos_lse2"); // listed first
+  request.block = 32;
+  EXPECT_EQ(manifest.select(request).name, "pos_lse2_b32");
+}
+
+TEST(KernelSelection, AbsentConfigFieldsAreWildcards) {
+  Manifest manifest = variants();
+  KernelRequest request = glm(false);
+  request.kind = "delta";
+  request.heads = 7; // the delta kernel's config states only d
+  request.dt = 128;
+  EXPECT_EQ(manifest.select(request).name, "delta_d512");
+  request.d = 576;
+  EXPECT_EQ(SMLA_ERROR_MESSAGE(manifest.select(request)),
+            "smla: no kernel variant matches the request kind=delta d=576 "
+            "dt=128 h=7 g=1 lse_base=2 positions=0 dq_type=bf16 dkv_type=f32; "
+            "closest available:\n  kernel 'delta_d512' (d=512) differs in "
+            "d=512");
+}
+
+TEST(KernelSelection, NoMatchListsTheClosestVariants) {
+  Manifest manifest = variants();
+  KernelRequest request = glm(true);
+  request.groups = 2;
+  request.dkvType = "bf16";
+  std::string cfg = " (d=512 dt=64 h=16 g=1 lse_base=2 positions=1 block=64 "
+                    "dq_type=bf16 dkv_type=f32)";
+  EXPECT_EQ(
+      SMLA_ERROR_MESSAGE(manifest.select(request)),
+      "smla: no kernel variant matches the request kind=bwd d=512 dt=64 "
+      "h=16 g=2 lse_base=2 positions=1 dq_type=bf16 dkv_type=bf16; "
+      "closest available:\n"
+      "  kernel 'pos_lse2'" +
+          cfg +
+          " differs in g=1 dkv_type=f32\n"
+          "  kernel 'pos_lse2_b32' (d=512 dt=64 h=16 g=1 lse_base=2 "
+          "positions=1 block=32 dq_type=bf16 dkv_type=f32) differs in g=1 "
+          "dkv_type=f32\n"
+          "  kernel 'nopos_lse2' (d=512 dt=64 h=16 g=1 lse_base=2 "
+          "positions=0 block=64 dq_type=bf16 dkv_type=f32) differs in g=1 "
+          "positions=0 dkv_type=f32\n"
+          "  (3 more of kind 'bwd')");
+}
+
+TEST(KernelSelection, UnknownKindListsTheKindsPresent) {
+  Manifest manifest = variants();
+  KernelRequest request = glm(true);
+  request.kind = "dkv_cast";
+  EXPECT_EQ(SMLA_ERROR_MESSAGE(manifest.select(request)),
+            "smla: no kernel variant matches the request kind=dkv_cast d=512 "
+            "dt=64 h=16 g=1 lse_base=2 positions=1 dq_type=bf16 dkv_type=f32; "
+            "the manifest has no kernel of kind 'dkv_cast' (kinds present: bwd "
+            "delta)");
+  EXPECT_EQ(
+      SMLA_ERROR_MESSAGE(Manifest::parse(manifestText({})).select(request)),
+      "smla: no kernel variant matches the request kind=dkv_cast d=512 "
+      "dt=64 h=16 g=1 lse_base=2 positions=1 dq_type=bf16 dkv_type=f32; "
+      "the manifest has no kernel of kind 'dkv_cast' (kinds present: "
+      "none)");
+}
+
+TEST(KernelSelection, VerifyCubinNamesKernelAndBothDigests) {
+  Manifest manifest = Manifest::parse(manifestText({KernelJson()}));
+  const KernelEntry &kernel = manifest.kernels[0];
+  EXPECT_NO_THROW(verifyCubin(kernel, fakeCubin(kernel.name)));
+  std::string other = "not the cubin";
+  EXPECT_EQ(SMLA_ERROR_MESSAGE(verifyCubin(kernel, other)),
+            "smla: cubin 'smla_bwd_d512_dt64_h16_g1_lse2_pos.cubin' of " +
+                kernel.describe() + " has sha256 " + sha256Hex(other) +
+                ", but the manifest expects " +
+                sha256Hex(fakeCubin(kernel.name)) +
+                "; the cubin and the manifest come from different builds");
+}
+
+} // namespace

@@ -1,0 +1,272 @@
+"""smla.sparse_mla_bwd: argument validation (every message checked by text),
+mode selection, layouts and defaults."""
+
+import re
+
+import pytest
+import torch
+
+import smla
+from smla import _compiled
+from smla.checks import NonFiniteInputError, check_finite, validate_bwd_args
+from smla.reference import sparse_mla_bwd_reference
+
+T, H, G, S, K, D, DT = 5, 4, 1, 13, 6, 8, 4
+PRE = "smla.sparse_mla_bwd: "
+
+
+def args(dtype=torch.bfloat16, **over):
+    gen = torch.Generator().manual_seed(0)
+    a = dict(
+        q=torch.randn(T, H, D + DT, generator=gen).to(dtype),
+        kv=torch.randn(S, G, D + DT, generator=gen).to(dtype),
+        o=torch.randn(T, H, D, generator=gen).to(dtype),
+        do=torch.randn(T, H, D, generator=gen).to(dtype),
+        indices=torch.randint(-1, S, (T, G, K), generator=gen).to(torch.int32),
+        lse=torch.randn(T, H, generator=gen) + 3.0,
+    )
+    a.update(over)
+    return a
+
+
+def call(mode="reference", **over):
+    kw = {k: over.pop(k) for k in list(over) if k not in args()}
+    return smla.sparse_mla_bwd(**args(**over), mode=mode, **kw)
+
+
+def raises(exc, msg, **over):
+    with pytest.raises(exc, match="^" + re.escape(msg)):
+        call(**over)
+
+
+# ---- messages ----------------------------------------------------------------
+
+def test_indices_dtype():
+    raises(TypeError, PRE + "argument 'indices' must have dtype torch.int32, got torch.int64",
+           indices=torch.zeros(T, G, K, dtype=torch.int64))
+
+
+def test_not_a_tensor():
+    raises(TypeError, PRE + "argument 'q' must be a torch.Tensor, got list", q=[1.0, 2.0])
+
+
+def test_rank():
+    raises(ValueError, PRE + "argument 'q' must have 3 dimensions [T, H, D+Dt], got 2 "
+           "(shape (5, 4))", q=torch.zeros(T, H, dtype=torch.bfloat16))
+    raises(ValueError, PRE + "argument 'lse' must have 2 dimensions [T, H], got 1 (shape (5,))",
+           lse=torch.zeros(T))
+
+
+def test_compiled_mode_needs_bf16():
+    raises(TypeError, PRE + "argument 'q' must have dtype torch.bfloat16, got torch.float32",
+           mode="compiled", q=torch.zeros(T, H, D + DT))
+
+
+def test_reference_mode_needs_matching_dtypes():
+    raises(TypeError, PRE + "argument 'kv' must have the dtype of 'q' (torch.bfloat16), got "
+           "torch.float32", kv=torch.zeros(S, G, D + DT))
+    raises(TypeError, PRE + "argument 'q' must have dtype torch.bfloat16 or torch.float16 or "
+           "torch.float32 or torch.float64, got torch.int32",
+           q=torch.zeros(T, H, D + DT, dtype=torch.int32))
+
+
+def test_lse_dtype():
+    raises(TypeError, PRE + "argument 'lse' must have dtype torch.float32 or torch.float64, "
+           "got torch.float16", lse=torch.zeros(T, H, dtype=torch.float16))
+    raises(TypeError, PRE + "argument 'lse' must have dtype torch.float32, got torch.float64",
+           mode="compiled", lse=torch.zeros(T, H, dtype=torch.float64))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only error")
+def test_compiled_mode_needs_cuda():
+    raises(ValueError, PRE + "argument 'q' must be a CUDA tensor in mode 'compiled', got "
+           "device cpu", mode="compiled")
+    raises(ValueError, PRE + "argument 'q' must be a CUDA tensor in mode 'checked', got "
+           "device cpu", mode="checked")
+
+
+def test_device_mismatch():
+    raises(ValueError, PRE + "argument 'kv' must be on the device of 'q' (cpu), got meta",
+           kv=torch.zeros(S, G, D + DT, dtype=torch.bfloat16, device="meta"))
+
+
+def test_non_contiguous_rejected_in_compiled_mode():
+    do = torch.zeros(T, D, H, dtype=torch.bfloat16).transpose(1, 2)
+    raises(ValueError, PRE + "argument 'do' must be contiguous (row-major) in mode 'compiled', "
+           "got strides (32, 1, 4) for shape (5, 4, 8)", mode="compiled", do=do)
+
+
+def test_non_contiguous_accepted_in_reference_mode():
+    a = args()
+    do_t = a["do"].transpose(1, 2).contiguous().transpose(1, 2)
+    dq1, dkv1 = smla.sparse_mla_bwd(**dict(a, do=do_t), mode="reference")
+    dq2, dkv2 = smla.sparse_mla_bwd(**a, mode="reference")
+    assert torch.equal(dq1, dq2) and torch.equal(dkv1, dkv2)
+
+
+def test_sizes():
+    raises(ValueError, PRE + "argument 'kv' must have last dimension D+Dt = 12 (q.shape[2]), "
+           "got 10", kv=torch.zeros(S, G, 10, dtype=torch.bfloat16))
+    raises(ValueError, PRE + "argument 'kv' must have S_kv = kv.shape[0] >= 1, got 0",
+           kv=torch.zeros(0, G, D + DT, dtype=torch.bfloat16))
+    raises(ValueError, PRE + "argument 'o' must have shape [T, H, D] with T=5, H=4 (from 'q'), "
+           "got (4, 4, 8)", o=torch.zeros(4, H, D, dtype=torch.bfloat16))
+    raises(ValueError, PRE + "argument 'o' must have last dimension D between 1 and D+Dt=12, "
+           "got 13", o=torch.zeros(T, H, 13, dtype=torch.bfloat16))
+    raises(ValueError, PRE + "argument 'do' must have shape (5, 4, 8) (the shape of 'o'), got "
+           "(5, 4, 7)", do=torch.zeros(T, H, 7, dtype=torch.bfloat16))
+    raises(ValueError, PRE + "argument 'indices' must have shape [T, G, K] with T=5 (from 'q') "
+           "and G=1 (from 'kv'), got (5, 2, 6)", indices=torch.zeros(T, 2, K, dtype=torch.int32))
+    raises(ValueError, PRE + "argument 'indices' must have topk = indices.shape[2] >= 1, got 0",
+           indices=torch.zeros(T, G, 0, dtype=torch.int32))
+    raises(ValueError, PRE + "argument 'lse' must have shape (5, 4) [T, H], got (5, 3)",
+           lse=torch.zeros(T, 3))
+
+
+def test_heads_not_multiple_of_groups():
+    raises(ValueError, PRE + "argument 'q' has H=5 heads (q.shape[1]), which must be a multiple "
+           "of the number of kv groups G=2 (kv.shape[1])",
+           q=torch.zeros(T, 5, D + DT, dtype=torch.bfloat16),
+           kv=torch.zeros(S, 2, D + DT, dtype=torch.bfloat16),
+           o=torch.zeros(T, 5, D, dtype=torch.bfloat16), do=torch.zeros(T, 5, D, dtype=torch.bfloat16),
+           indices=torch.zeros(T, 2, K, dtype=torch.int32), lse=torch.zeros(T, 5))
+
+
+def test_optional_tensors():
+    raises(TypeError, PRE + "argument 'q_positions' must have dtype torch.int32, got torch.int64",
+           q_positions=torch.arange(T))
+    raises(ValueError, PRE + "argument 'q_positions' must have shape (5,) [T], got (4,)",
+           q_positions=torch.arange(4, dtype=torch.int32))
+    raises(ValueError, PRE + "argument 'delta' must have shape (5, 4) [T, H], got (4, 5)",
+           delta=torch.zeros(4, 5))
+
+
+def test_scalars():
+    raises(ValueError, PRE + "argument 'sm_scale' must be a finite positive number, got -1.0",
+           sm_scale=-1.0)
+    raises(ValueError, PRE + "argument 'sm_scale' must be a finite positive number, got nan",
+           sm_scale=float("nan"))
+    raises(TypeError, PRE + "argument 'sm_scale' must be a float or None, got str", sm_scale="0.1")
+    raises(ValueError, PRE + "argument 'lse_base' must be 2 or 'e', got 10", lse_base=10)
+    raises(ValueError, PRE + "argument 'dq_dtype' must be None or one of torch.bfloat16, "
+           "torch.float16, torch.float32, torch.float64, got torch.int32", dq_dtype=torch.int32)
+
+
+def test_tilelang_positional_flags():
+    raises(ValueError, PRE + "argument 'is_casual' must be True (as in TileLang; causality comes "
+           "from indices and q_positions), got False", is_casual=False)
+    raises(ValueError, PRE + "argument 'return_kernel' must be False (there is no kernel object "
+           "to return), got True", return_kernel=True)
+
+
+def test_unknown_mode():
+    raises(ValueError, PRE + "argument 'mode' must be one of 'compiled', 'checked', 'reference', "
+           "got 'fast'", mode="fast")
+
+
+def test_unknown_env_mode(monkeypatch):
+    monkeypatch.setenv("SMLA_MODE", "turbo")
+    raises(ValueError, PRE + "environment variable SMLA_MODE must be one of 'compiled', "
+           "'checked', 'reference', got 'turbo'", mode=None)
+
+
+def test_batched_shape_mismatch():
+    a = args()
+    b = {k: v.unsqueeze(0).expand(2, *v.shape).contiguous() for k, v in a.items()}
+    b["lse"] = a["lse"]
+    with pytest.raises(ValueError, match=re.escape(
+            PRE + "argument 'lse' must have 3 dimensions with batch size B=2 first")):
+        smla.sparse_mla_bwd(**b, mode="reference")
+
+
+def test_finite_check_message():
+    t = torch.zeros(4, 2, 3)
+    t[3, 1, 2] = float("nan")
+    t[3, 1, 1] = float("inf")
+    with pytest.raises(NonFiniteInputError, match="^" + re.escape(
+            PRE + "q is not finite: first bad element at index (3, 1, 1) = inf "
+            "(2 non-finite elements in total)")):
+        check_finite("q", t)
+    t[3, 1, 1] = 0.0
+    with pytest.raises(ValueError, match=re.escape("q is not finite: first bad element at "
+                                                   "index (3, 1, 2) = nan (1 non-finite")):
+        check_finite("q", t)
+    check_finite("q", torch.ones(3))  # finite: no error
+
+
+def test_validate_returns_dims():
+    d = validate_bwd_args(**args(), strict=False)
+    assert d == (T, H, G, K, S, D, DT)
+
+
+@pytest.mark.skipif(_compiled.is_available(), reason="the extension is built here")
+def test_missing_extension_message():
+    with pytest.raises(RuntimeError, match="compiled kernels are not built/installed"):
+        _compiled.load()
+    assert not _compiled.is_available()
+
+
+# ---- behaviour -----------------------------------------------------------------
+
+def test_default_mode_on_cpu_is_reference(monkeypatch):
+    assert smla.resolve_mode(None, args()["q"]) == "reference"
+    monkeypatch.setenv("SMLA_MODE", "checked")
+    assert smla.resolve_mode(None, args()["q"]) == "checked"
+    assert smla.resolve_mode("reference", args()["q"]) == "reference"
+
+
+def test_default_mode_prefers_compiled_on_cuda(monkeypatch):
+    monkeypatch.setattr(_compiled, "is_available", lambda: True)
+
+    q = torch.zeros(1)
+    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    assert smla.resolve_mode(None, q) == "compiled"
+    monkeypatch.setattr(_compiled, "is_available", lambda: False)
+    assert smla.resolve_mode(None, q) == "reference"
+
+
+def test_slime_call_and_defaults():
+    a = args()
+    # Slime: sparse_mla_bwd(q, kv, tl_out, grad_output, indices, tl_lse, sm_scale=scaling)
+    dq, dkv = smla.sparse_mla_bwd(a["q"], a["kv"], a["o"], a["do"], a["indices"], a["lse"],
+                                  sm_scale=None, mode="reference")
+    assert dq.dtype == torch.bfloat16 and dkv.dtype == torch.bfloat16
+    assert dq.shape == a["q"].shape and dkv.shape == a["kv"].shape
+    rq, rkv = sparse_mla_bwd_reference(*a.values(), (D + DT) ** -0.5)
+    assert torch.equal(dq, rq) and torch.equal(dkv, rkv)
+
+
+def test_output_dtypes_and_diagnostics():
+    dq, dkv, cnt = call(dq_dtype=torch.float32, dkv_dtype=torch.float32, diagnostics=True)
+    assert dq.dtype == torch.float32 and dkv.dtype == torch.float32
+    assert set(cnt) == {"invalid_slots", "dead_rows", "clamped"}
+    assert all(isinstance(v, int) for v in cnt.values())
+    assert cnt["invalid_slots"] == int((args()["indices"] < 0).sum())
+
+
+def test_env_mode_reference_is_used(monkeypatch):
+    monkeypatch.setenv("SMLA_MODE", "reference")
+    dq, dkv = call(mode=None)
+    assert torch.isfinite(dq.float()).all()
+
+
+def test_batched_layout_matches_unbatched():
+    a1, a2 = args(), {k: v.flip(0) if k != "kv" else v for k, v in args().items()}
+    b = {k: torch.stack([a1[k], a2[k]]) for k in a1}
+    dq, dkv, cnt = smla.sparse_mla_bwd(**b, mode="reference", diagnostics=True)
+    for i, a in enumerate((a1, a2)):
+        rq, rkv = smla.sparse_mla_bwd(**a, mode="reference")
+        assert torch.equal(dq[i], rq) and torch.equal(dkv[i], rkv)
+    assert cnt["invalid_slots"] == int((b["indices"] < 0).sum())
+
+
+def test_dynamo_traces_the_api_without_graph_breaks():
+    # Validation and dispatch must be traceable so torch.compile can inline
+    # the op (the GPU test compiles the real kernel; backend="eager" keeps
+    # this CPU check free of code generation).
+    a = args()
+    fn = torch.compile(lambda *t: smla.sparse_mla_bwd(*t, mode="reference"), fullgraph=True,
+                       backend="eager")
+    got = fn(*a.values())
+    want = smla.sparse_mla_bwd(*a.values(), mode="reference")
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])

@@ -1,0 +1,25 @@
+"""Smoke test of the benchmark script on tiny shapes (CPU)."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def test_bench_tiny_runs(tmp_path):
+    out = tmp_path / "bench.json"
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "bench_bwd.py"), "--tiny", "--device", "cpu",
+         "--no-compile", "--shapes", "B1", "B3", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert set(res["shapes"]) == {"B1", "B3"}
+    b1 = res["shapes"]["B1"]
+    assert b1["flops"] == 2 * 64 * 8 * 64 * (2 * 32 + 3 * 48)
+    assert b1["ms"]["reference"] > 0
+    assert 0 < b1["overlap"]["next_overlap"] < 1
+    assert "next-overlap" in r.stdout and "TFLOP/s" in r.stdout

@@ -1,0 +1,168 @@
+"""dump_call / load_call round trip, corrupted dumps, the synthetic generator
+and the replay CLI (exit codes via subprocess)."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import smla
+from smla import replay, synthetic
+from smla.dump import FORMAT, VERSION, DumpError
+
+PYROOT = os.path.dirname(os.path.dirname(os.path.abspath(smla.__file__)))
+TINY = dict(tokens=12, s_kv=128, heads=4, d=32, dt=16, topk=48, cp_rank=1, cp_world=4,
+            dead_rows=1, empty_rows=1)
+TINY_ARGS = ["--tokens", "12", "--kv", "128", "--heads", "4", "--d", "32", "--dt", "16",
+             "--topk", "48", "--cp-rank", "1"]
+
+
+def run_cli(*args):
+    env = dict(os.environ, PYTHONPATH=PYROOT)
+    env.pop("SMLA_MODE", None)
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.fixture
+def tiny_dump(tmp_path):
+    call = synthetic.make_call(**TINY)
+    path = tmp_path / "call.pt"
+    smla.dump_call(path, **call)
+    return path, call
+
+
+def test_round_trip(tiny_dump):
+    path, call = tiny_dump
+    rec = smla.load_call(path)
+    assert rec["format"] == FORMAT and rec["version"] == VERSION
+    for k in ("q", "kv", "o", "do", "indices", "q_positions"):
+        assert torch.equal(rec[k], call[k]), k
+    assert torch.equal(rec["lse"].nan_to_num(), call["lse"].nan_to_num())
+    assert rec["sm_scale"] == pytest.approx(48 ** -0.5)
+    assert rec["lse_base"] == 2 and rec["delta"] is None and rec["dq_dtype"] is None
+    assert rec["meta"]["cp_rank"] == 1
+
+
+def test_sm_scale_none_is_resolved_and_dtypes_kept(tmp_path):
+    c = synthetic.make_call(**TINY)
+    c.pop("sm_scale")
+    c.pop("lse_base")
+    path = smla.dump_call(tmp_path / "a.pt", **c, dq_dtype=torch.float32, lse_base="e")
+    rec = smla.load_call(path)
+    assert rec["sm_scale"] == pytest.approx(48 ** -0.5)
+    assert rec["dq_dtype"] == torch.float32 and rec["lse_base"] == "e"
+
+
+def _rewrite(path, **changes):
+    rec = torch.load(path, weights_only=True)
+    for k, v in changes.items():
+        if v is KeyError:
+            del rec[k]
+        else:
+            rec[k] = v
+    torch.save(rec, path)
+
+
+def test_missing_key(tiny_dump):
+    path, _ = tiny_dump
+    _rewrite(path, lse=KeyError)
+    with pytest.raises(DumpError, match=re.escape(f"smla dump '{path}': missing key 'lse'")):
+        smla.load_call(path)
+
+
+def test_wrong_dtype(tiny_dump):
+    path, call = tiny_dump
+    _rewrite(path, indices=call["indices"].long())
+    with pytest.raises(TypeError, match=re.escape(
+            f"smla dump '{path}': key 'indices' must have dtype torch.int32, got torch.int64")):
+        smla.load_call(path)
+
+
+def test_wrong_shape(tiny_dump):
+    path, call = tiny_dump
+    _rewrite(path, lse=call["lse"][:, :3].contiguous())
+    with pytest.raises(ValueError, match=re.escape(
+            f"smla dump '{path}': key 'lse' must have shape (12, 4) [T, H], got (12, 3)")):
+        smla.load_call(path)
+
+
+def test_wrong_format_version_and_observed(tiny_dump):
+    path, call = tiny_dump
+    _rewrite(path, version=99)
+    with pytest.raises(DumpError, match="key 'version' must be 1, got 99"):
+        smla.load_call(path)
+    _rewrite(path, version=VERSION, format="something.else")
+    with pytest.raises(DumpError, match="key 'format' must be"):
+        smla.load_call(path)
+    _rewrite(path, format=FORMAT, observed_dq=torch.zeros(3))
+    with pytest.raises(DumpError, match=re.escape("key 'observed_dq' must have shape (12, 4, 48)")):
+        smla.load_call(path)
+
+
+class _NotAllowed:
+    pass
+
+
+def test_load_uses_weights_only(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"format": FORMAT, "payload": _NotAllowed()}, path)
+    with pytest.raises(Exception, match="[Ww]eights only load failed|weights_only"):
+        smla.load_call(path)
+
+
+def test_synthetic_call_shape_and_adversarial_rows():
+    c = synthetic.make_call(s_kv=256, heads=16, d=32, dt=16, topk=64, cp_rank=0, cp_world=4,
+                            dead_rows=2, empty_rows=1)
+    T = 256 // 4
+    assert c["q"].shape == (T, 16, 48) and c["kv"].shape == (256, 1, 48)
+    pos = c["q_positions"].long()
+    assert torch.equal(pos, torch.cat([torch.arange(0, 32), torch.arange(224, 256)]))
+    idx = c["indices"].long()
+    assert ((idx < 0) | (idx <= pos.view(-1, 1, 1))).all()  # causal
+    assert (idx[pos < 63] < 0).any()  # early tokens are padded with -1
+    assert int((idx < 0).all(-1).all(-1).sum()) >= 1  # an empty row
+    lse = c["lse"]
+    assert int(torch.isposinf(lse).sum()) == 2 and int(torch.isnan(lse).sum()) == 2
+    assert int(torch.isneginf(lse).sum()) >= 2 + 16  # planted + the empty token's heads
+
+
+def test_synthetic_cli_and_replay_pass(tmp_path):
+    out = tmp_path / "syn.pt"
+    r = run_cli("smla.synthetic", str(out), *TINY_ARGS)
+    assert r.returncode == 0, r.stderr
+    assert "wrote" in r.stdout and out.exists()
+    r = run_cli("smla.replay", str(out), "--device", "cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "falling back to --backend reference" in r.stdout
+    assert re.search(r"dq \(reference\)\s+nan=0 inf=0 \| finite overlap: max_abs=\S+ "
+                     r"max_rel=\S+ rel_fro=\S+\s+ok", r.stdout), r.stdout
+    assert "counters: reference {'invalid_slots':" in r.stdout
+    assert "result: PASS" in r.stdout
+
+
+def test_replay_exit_codes(tmp_path, tiny_dump):
+    path, _ = tiny_dump
+    # bf16 reference vs float64 reference differ by rounding: tol 0 must fail.
+    r = run_cli("smla.replay", str(path), "--backend", "reference", "--tol", "0", "--device", "cpu")
+    assert r.returncode == 1 and "result: FAIL (dq rel_fro" in r.stdout
+    _rewrite(path, kv=KeyError)
+    r = run_cli("smla.replay", str(path), "--backend", "reference", "--device", "cpu")
+    assert r.returncode == 2 and "missing key 'kv'" in r.stderr
+
+
+def test_replay_reports_observed_outputs(tiny_dump, capsys):
+    path, call = tiny_dump
+    bad = torch.zeros_like(call["q"])
+    bad[3] = float("nan")
+    smla.dump_call(path, **call, observed_dq=bad)
+    rc = replay.main([str(path), "--backend", "reference64", "--baseline", "reference",
+                      "--device", "cpu"])
+    text = capsys.readouterr().out
+    assert rc == 0
+    nan = bad[3].numel()
+    assert re.search(rf"observed_dq\s+nan={nan} inf=0", text), text
+    assert "time: reference64" in text

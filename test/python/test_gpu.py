@@ -1,0 +1,215 @@
+"""GPU tests: the compiled kernels against the reference on the adversarial
+cases, torch.library.opcheck, CUDA graph capture, torch.compile, checked mode.
+
+Skipped cleanly without CUDA; the compiled-kernel tests also skip when the
+extension smla._C is not built/installed.
+"""
+
+import math
+
+import pytest
+import torch
+
+import smla
+import smla.checked as checked
+from smla import _compiled
+from smla.indices import cp_positions, dsa_like
+from smla.reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference
+
+HAS_CUDA = torch.cuda.is_available()
+needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
+needs_compiled = pytest.mark.skipif(
+    not (HAS_CUDA and _compiled.is_available()),
+    reason="needs a CUDA device and the compiled extension smla._C",
+)
+
+
+def problem(T=24, H=16, G=1, S=300, K=64, D=512, Dt=64, *, seed=0, positions=None,
+            adversarial=True, lse_base=2):
+    dev = "cuda"
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(T, H, D + Dt, generator=gen).to(dev, torch.bfloat16)
+    kv = torch.randn(S, G, D + Dt, generator=gen).to(dev, torch.bfloat16)
+    do = torch.randn(T, H, D, generator=gen).to(dev, torch.bfloat16)
+    idx = torch.randint(0, S, (T, G, K), generator=gen)
+    if adversarial:
+        r = torch.rand(T, G, K, generator=gen)
+        idx = torch.where(r < 0.1, -1, idx)
+        idx = torch.where((r > 0.1) & (r < 0.15), S + 5, idx)
+        idx = torch.where((r > 0.15) & (r < 0.17), -(2 ** 31), idx)
+        idx = torch.where((r > 0.17) & (r < 0.19), 2 ** 31 - 1, idx)
+        idx[:, :, -1] = idx[:, :, 0]
+        idx[T // 2] = -1  # a token with no valid slot
+    idx = idx.to(dev, torch.int32)
+    qp = None if positions is None else positions.to(dev, torch.int32)
+    o, lse = sparse_mla_fwd_reference(q, kv, idx, d_v=D, q_positions=qp, lse_base=lse_base)
+    if adversarial:
+        lse[1, 0] = math.inf
+        lse[2, 1 % H] = -math.inf
+        lse[3, :] = math.nan
+    return dict(q=q, kv=kv, o=o, do=do, indices=idx, lse=lse, q_positions=qp,
+                lse_base=lse_base)
+
+
+def rel_fro(a, b):
+    return float((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30))
+
+
+def compare(p, tol=1e-2, **kw):
+    dq, dkv, cnt = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled", **kw)
+    rq, rkv, rcnt = sparse_mla_bwd_reference(
+        p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"], kw.get("sm_scale"),
+        lse_base=p["lse_base"], q_positions=p["q_positions"], dq_dtype=torch.float32,
+        dkv_dtype=torch.float32, diagnostics=True)
+    assert torch.isfinite(dq.float()).all() and torch.isfinite(dkv.float()).all()
+    assert rel_fro(dq, rq) <= tol and rel_fro(dkv, rkv) <= tol
+    assert cnt == rcnt
+    return dq, dkv
+
+
+CASES = {
+    "glm52": dict(),
+    "H3": dict(H=3),
+    "H5": dict(H=5),
+    "H20": dict(H=20),
+    "H8": dict(H=8),
+    "G2": dict(H=16, G=2),
+    "K1": dict(K=1, adversarial=False),
+    "K7": dict(K=7),
+    "K100": dict(K=100),
+    "small_D": dict(D=64, Dt=32),
+    "lse_e": dict(lse_base="e"),
+}
+
+
+@needs_compiled
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_compiled_matches_reference(name):
+    compare(problem(**CASES[name]))
+
+
+@needs_compiled
+def test_compiled_cp_positions_dsa_indices():
+    S = 1024
+    pos = cp_positions(S, 1, 4)
+    p = problem(T=pos.numel(), S=S, K=128, positions=pos, adversarial=False)
+    p["indices"] = dsa_like(pos.numel(), S, 128, positions=pos.cuda(), W=32, device="cuda")
+    p["o"], p["lse"] = sparse_mla_fwd_reference(p["q"], p["kv"], p["indices"], d_v=512,
+                                                q_positions=p["q_positions"])
+    compare(p)
+
+
+@needs_compiled
+def test_compiled_stale_lse_clamps_finite():
+    p = problem(adversarial=False)
+    p["lse"] = p["lse"] - 40.0
+    dq, dkv, cnt = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled")
+    assert cnt["clamped"] > 0
+    assert torch.isfinite(dq.float()).all() and torch.isfinite(dkv.float()).all()
+
+
+@needs_compiled
+def test_compiled_fp32_outputs_and_default_scale():
+    p = problem()
+    dq, dkv = smla.sparse_mla_bwd(**p, mode="compiled", dq_dtype=torch.float32,
+                                  dkv_dtype=torch.float32)
+    assert dq.dtype == torch.float32 and dkv.dtype == torch.float32
+    compare(p, sm_scale=576 ** -0.5)
+
+
+@needs_compiled
+def test_opcheck():
+    p = problem(T=8, S=64, K=32)
+    args = (p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"], 576 ** -0.5, False,
+            None, None, torch.bfloat16, torch.bfloat16)
+    torch.library.opcheck(torch.ops.smla.sparse_mla_bwd.default, args)
+
+
+@needs_compiled
+def test_cuda_graph_capture():
+    p = problem(T=8, S=64, K=32)
+    want = smla.sparse_mla_bwd(**p, mode="compiled")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        smla.sparse_mla_bwd(**p, mode="compiled")  # warm-up (module loading)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = smla.sparse_mla_bwd(**p, mode="compiled")
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out[0], want[0])
+    torch.testing.assert_close(out[1].float(), want[1].float(), rtol=1e-2, atol=1e-2)
+
+
+@needs_compiled
+def test_torch_compile_module():
+    class Bwd(torch.nn.Module):
+        def forward(self, q, kv, o, do, indices, lse):
+            return smla.sparse_mla_bwd(q, kv, o, do, indices, lse, mode="compiled")
+
+    p = problem(T=8, S=64, K=32, adversarial=False)
+    args = [p[k] for k in ("q", "kv", "o", "do", "indices", "lse")]
+    eager = Bwd()(*args)
+    compiled = torch.compile(Bwd(), fullgraph=True)(*args)
+    assert torch.equal(compiled[0], eager[0])
+    torch.testing.assert_close(compiled[1].float(), eager[1].float(), rtol=1e-2, atol=1e-2)
+
+
+@needs_compiled
+def test_checked_mode_repairs_compiled_output(monkeypatch):
+    p = problem()
+
+    def corrupt(dq, dkv, call):
+        if call == 0:
+            dq = dq.clone()
+            dq[5] = float("nan")
+        return dq, dkv
+
+    monkeypatch.setattr(checked, "_inject_corruption", corrupt)
+    with pytest.warns(checked.SmlaRepairWarning):
+        dq, dkv, cnt = smla.sparse_mla_bwd(**p, mode="checked", diagnostics=True)
+    assert cnt["repaired_tokens"] == 1
+    monkeypatch.setattr(checked, "_inject_corruption", None)
+    compare(p)
+
+
+@needs_compiled
+def test_sparse_mla_autograd_on_gpu():
+    p = problem(adversarial=False)
+    q = p["q"].detach().requires_grad_(True)
+    kv = p["kv"].detach().requires_grad_(True)
+    prev = smla.set_backward_mode("compiled")
+    try:
+        out, lse = smla.SparseMLA.apply(q, kv, p["indices"], 576 ** -0.5)
+        out.float().sum().backward()
+    finally:
+        smla.set_backward_mode(prev)
+    assert torch.isfinite(q.grad.float()).all() and torch.isfinite(kv.grad.float()).all()
+
+
+@needs_cuda
+def test_reference_on_cuda_matches_cpu():
+    p = problem(T=6, H=5, S=40, K=9, D=32, Dt=16)
+    cuda = sparse_mla_bwd_reference(*(p[k] for k in ("q", "kv", "o", "do", "indices", "lse")),
+                                    dq_dtype=torch.float32, dkv_dtype=torch.float32,
+                                    diagnostics=True)
+    cpu = sparse_mla_bwd_reference(*(p[k].cpu() for k in ("q", "kv", "o", "do", "indices", "lse")),
+                                   dq_dtype=torch.float32, dkv_dtype=torch.float32,
+                                   diagnostics=True)
+    torch.testing.assert_close(cuda[0].cpu(), cpu[0], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(cuda[1].cpu(), cpu[1], rtol=1e-4, atol=1e-5)
+    assert cuda[2] == cpu[2]
+
+
+@needs_cuda
+def test_b2_indices_generate_fast_on_gpu():
+    import time
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    idx = dsa_like(8192, 32768, 2048, seed=0, device="cuda")
+    torch.cuda.synchronize()
+    assert time.perf_counter() - t0 < 30.0
+    st = smla.indices.overlap_stats(idx, sample=256)
+    assert 0.7 < st["next_overlap"] < 0.9
