@@ -23,7 +23,15 @@ LOG2E: float = 1.0 / math.log(2.0)
 # far from fp32 overflow even after multiplying by dP and summing over K.
 EXP2_CLAMP: float = 32.0
 
-# Names of the guard counters, in the order a compiled kernel reports them.
+# Names of the guard counters, in the order a compiled kernel reports them
+# (the `counters` buffer of smla.sparse_attention_bwd). Each counts how often
+# one guard fired:
+#   invalid_slots: real slots (t, g, j), j < K, that fail the validity rule;
+#   dead_rows:     rows (t, h) whose lse is not finite (+inf, -inf or NaN);
+#                  a row with a finite lse but no valid slot is just as dead,
+#                  but there it is the slot guard that fired (K times);
+#   clamped:       (t, h, j) with a valid slot and a live row whose exponent
+#                  x2 exceeded EXP2_CLAMP.
 COUNTER_NAMES = ("invalid_slots", "dead_rows", "clamped")
 
 LseBase = Union[int, str]

@@ -203,7 +203,9 @@ def sparse_mla_bwd_reference(
         dkv_acc.index_add_(0, flat.reshape(-1), contrib.reshape(-1, d_qk))
 
         n_invalid += (~valid).sum()
-        n_dead += (~row_live).sum()
+        # Counted when the lse guard fires; a row with a finite lse but no
+        # valid slot shows up as K invalid slots instead (smla.contract).
+        n_dead += (~torch.isfinite(lse2)).sum()
         n_clamped += over.sum()
 
     dkv = dkv_acc.view(S, G, d_qk).to(dkv_dtype or kv.dtype)

@@ -38,9 +38,11 @@ def naive_bwd(q, kv, o, do, indices, lse, scale, lse_base=2, q_positions=None, d
                 if 0 <= i < S and (q_positions is None or i <= int(q_positions[t])):
                     slots.append(i)
             l = float(lse[t, h])
-            if not math.isfinite(l) or not slots:
-                dead += 1
+            if not math.isfinite(l):
+                dead += 1  # the lse guard fired
                 continue
+            if not slots:
+                continue  # counted as invalid slots
             l2 = l if lse_base == 2 else l / math.log(2.0)
             dlt = float((o[t, h] * do[t, h]).sum()) if delta is None else float(delta[t, h])
             for i in slots:

@@ -129,7 +129,14 @@ def test_all_slots_invalid_everywhere():
     c = make_inputs(T=3, H=2, K=3, seed=7, indices=torch.full((3, 1, 3), -1, dtype=torch.int32))
     dq, dkv, cnt = run_ref(c)
     assert (dq == 0).all() and (dkv == 0).all()
+    # The forward gives these rows lse = -inf: both guards fire.
+    assert not torch.isfinite(c["lse"]).any()
     assert cnt == {"invalid_slots": 9, "dead_rows": 6, "clamped": 0}
+    # With a finite (stale) lse only the slot guard fires.
+    c["lse"] = torch.zeros_like(c["lse"])
+    dq, dkv, cnt = run_ref(c)
+    assert (dq == 0).all() and (dkv == 0).all()
+    assert cnt == {"invalid_slots": 9, "dead_rows": 0, "clamped": 0}
 
 
 def test_invalid_slots_are_never_dereferenced():

@@ -235,15 +235,21 @@ void lower(GatherOp op) {
           Value raw = extractLane(b, loc, op.getIndices(), j);
           Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
           LoopEmitter::loop(b, loc, width, [&](OpBuilder &b, Value c) {
-            Value v = loadF32(b, loc, op.getKv(), {row, op.getGroup(), c});
-            storeF32(b, loc, v, op.getTile(), {j, c});
+            Value v = memref::LoadOp::create(b, loc, op.getKv(),
+                                             ValueRange{row, op.getGroup(), c});
+            if (v.getType() != op.getTile().getType().getElementType())
+              v = arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+            memref::StoreOp::create(b, loc, v, op.getTile(), ValueRange{j, c});
           });
           scf::YieldOp::create(b, loc);
         },
         [&](OpBuilder &b, Location loc) {
-          Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+          Type elem = op.getTile().getType().getElementType();
+          Value zero =
+              arith::ConstantOp::create(b, loc, b.getFloatAttr(elem, 0.0));
           LoopEmitter::loop(b, loc, width, [&](OpBuilder &b, Value c) {
-            storeF32(b, loc, zero, op.getTile(), {j, c});
+            memref::StoreOp::create(b, loc, zero, op.getTile(),
+                                    ValueRange{j, c});
           });
           scf::YieldOp::create(b, loc);
         });
