@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The main job: install, build, run the full compiler pipeline on the shipped
+# GLM-5.2 example, run the CPU execution check, and, on a machine with a GPU,
+# replay a GLM-5.2-shaped backward against the reference.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+BUILD=${SMLA_BUILD_DIR:-build}
+OPT="$BUILD/bin/smla-opt"
+
+echo "== guarded tile IR of examples/glm52_bwd.mlir =="
+"$OPT" --smla-guarded examples/glm52_bwd.mlir -o "$BUILD/glm52_guarded.mlir"
+grep -c "smla.index_mask" "$BUILD/glm52_guarded.mlir" | sed 's/^/index masks: /'
+echo "== CPU pipeline (LLVM dialect) =="
+"$OPT" --smla-cpu examples/glm52_bwd.mlir -o "$BUILD/glm52_cpu.mlir"
+echo "wrote $BUILD/glm52_cpu.mlir"
+
+echo "== CPU execution check against the reference =="
+SMLA_OPT="$PWD/$OPT" PYTHONPATH="$PWD/python" python3 -m pytest -q test/execution
+
+echo "== synthetic GLM-5.2 call: reference replay =="
+PYTHONPATH="$PWD/python" python3 -m smla.synthetic "$BUILD/glm52_dump.pt" \
+  --tokens 64 --kv 1024 --topk 256
+if python3 -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  PYTHONPATH="$PWD/python" python3 -m smla.replay "$BUILD/glm52_dump.pt"
+else
+  echo "no GPU here: replaying with the float64 reference as the candidate"
+  PYTHONPATH="$PWD/python" python3 -m smla.replay "$BUILD/glm52_dump.pt" \
+    --backend reference64 --device cpu
+fi
