@@ -107,8 +107,8 @@ void addCount(OpBuilder &b, Location loc, Value counters, int64_t slot,
   auto vecType = cast<VectorType>(bits.getType());
   auto i64Vec = VectorType::get(vecType.getShape(), b.getI64Type());
   Value wide = arith::ExtUIOp::create(b, loc, i64Vec, bits);
-  Value sum = vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD,
-                                          wide);
+  Value sum =
+      vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, wide);
   Value idx = arith::ConstantIndexOp::create(b, loc, slot);
   Value old = memref::LoadOp::create(b, loc, counters, ValueRange{idx});
   Value updated = arith::AddIOp::create(b, loc, old, sum);
@@ -131,8 +131,8 @@ void lower(DeltaOp op) {
           ValueRange at{op.getToken(), head, c};
           Value o = loadF32(b, e.loc, op.getO(), at);
           Value d = loadF32(b, e.loc, op.getDout(), at);
-          return arith::AddFOp::create(
-              b, e.loc, acc, arith::MulFOp::create(b, e.loc, o, d));
+          return arith::AddFOp::create(b, e.loc, acc,
+                                       arith::MulFOp::create(b, e.loc, o, d));
         });
     memref::StoreOp::create(b, e.loc, sum, op.getDelta(), ValueRange{h});
   });
@@ -143,9 +143,8 @@ void lower(IndexLoadOp op) {
   auto vecType = op.getResult().getType();
   int64_t block = vecType.getNumElements();
   // Lanes past K are never read: a masked load under min(K - offset, B).
-  Value left =
-      arith::SubIOp::create(e.b, e.loc, e.dim(op.getIndices(), 2),
-                            op.getOffset());
+  Value left = arith::SubIOp::create(e.b, e.loc, e.dim(op.getIndices(), 2),
+                                     op.getOffset());
   Value lanes = arith::MinSIOp::create(e.b, e.loc, left, e.index(block));
   auto maskType = VectorType::get({block}, e.b.getI1Type());
   Value inBounds = vector::CreateMaskOp::create(e.b, e.loc, maskType, lanes);
@@ -178,14 +177,15 @@ void lower(IndexMaskOp op) {
   valid = arith::AndIOp::create(b, loc, valid, inLane);
   if (Value limit = op.getLimit()) {
     Value lim = arith::IndexCastOp::create(b, loc, b.getIndexType(), limit);
-    Value causal = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
-                                         idx, splat(lim));
+    Value causal = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, idx,
+                                         splat(lim));
     valid = arith::AndIOp::create(b, loc, valid, causal);
   }
   if (Value counters = op.getCounters()) {
     Value ones = arith::ConstantOp::create(
-        b, loc, DenseElementsAttr::get(cast<ShapedType>(valid.getType()),
-                                       b.getBoolAttr(true)));
+        b, loc,
+        DenseElementsAttr::get(cast<ShapedType>(valid.getType()),
+                               b.getBoolAttr(true)));
     Value invalid = arith::XOrIOp::create(b, loc, valid, ones);
     addCount(b, loc, counters, kInvalidSlots,
              arith::AndIOp::create(b, loc, invalid, inLane));
@@ -206,8 +206,8 @@ void lower(RowLiveOp op) {
       e.b, e.loc,
       DenseElementsAttr::get(f32Vec, e.b.getF32FloatAttr(INFINITY)));
   // Ordered compare: false for +-inf and for NaN.
-  Value live = arith::CmpFOp::create(e.b, e.loc, arith::CmpFPredicate::OLT,
-                                     mag, inf);
+  Value live =
+      arith::CmpFOp::create(e.b, e.loc, arith::CmpFPredicate::OLT, mag, inf);
   if (Value counters = op.getCounters()) {
     Value ones = arith::ConstantOp::create(
         e.b, e.loc,
@@ -269,8 +269,8 @@ void lower(TileDotOp op) {
           b, e.loc, width, zero, [&](OpBuilder &b, Value c, Value acc) {
             Value a = loadF32(b, e.loc, op.getLhs(), {op.getToken(), head, c});
             Value k = loadF32(b, e.loc, op.getTile(), {j, c});
-            return arith::AddFOp::create(
-                b, e.loc, acc, arith::MulFOp::create(b, e.loc, a, k));
+            return arith::AddFOp::create(b, e.loc, acc,
+                                         arith::MulFOp::create(b, e.loc, a, k));
           });
       memref::StoreOp::create(b, e.loc, sum, op.getResult(), ValueRange{h, j});
     });
@@ -288,7 +288,8 @@ void lower(SoftmaxOp op) {
   if (auto c = op.getClamp())
     clamp = c->convertToDouble();
   Type i64 = e.b.getI64Type();
-  Value zeroCount = arith::ConstantOp::create(e.b, e.loc, e.b.getI64IntegerAttr(0));
+  Value zeroCount =
+      arith::ConstantOp::create(e.b, e.loc, e.b.getI64IntegerAttr(0));
 
   Value clamped = LoopEmitter::reduce(
       e.b, e.loc, e.index(hg), zeroCount,
@@ -301,8 +302,8 @@ void lower(SoftmaxOp op) {
           lse = arith::MulFOp::create(
               b, loc, lse,
               arith::ConstantOp::create(b, loc, b.getF32FloatAttr(log2e)));
-        Value live = op.getLive() ? extractLane(b, loc, op.getLive(), h)
-                                  : Value();
+        Value live =
+            op.getLive() ? extractLane(b, loc, op.getLive(), h) : Value();
         return LoopEmitter::reduce(
             b, loc, e.index(block), rowCount,
             [&](OpBuilder &b, Value j, Value count) -> Value {
@@ -317,8 +318,8 @@ void lower(SoftmaxOp op) {
                 // Unguarded form; smla-verify-guards refuses it.
                 p = math::Exp2Op::create(b, loc, x2);
               } else {
-                Value bound =
-                    arith::ConstantOp::create(b, loc, b.getF32FloatAttr(*clamp));
+                Value bound = arith::ConstantOp::create(
+                    b, loc, b.getF32FloatAttr(*clamp));
                 Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
                 Value ex = math::Exp2Op::create(b, loc, xc);
                 Value ok = extractLane(b, loc, op.getMask(), j);
@@ -351,12 +352,13 @@ void lower(DScoresOp op) {
   Value scale = e.f32(op.getScale().convertToDouble());
   Value zero = e.f32(0.0);
   e.loop(e.index(type.getDimSize(0)), [&](OpBuilder &b, Value h) {
-    Value delta = memref::LoadOp::create(b, e.loc, op.getDelta(), ValueRange{h});
+    Value delta =
+        memref::LoadOp::create(b, e.loc, op.getDelta(), ValueRange{h});
     LoopEmitter::loop(
         b, e.loc, e.index(type.getDimSize(1)), [&](OpBuilder &b, Value j) {
           Location loc = e.loc;
-          Value p = memref::LoadOp::create(b, loc, op.getProbs(),
-                                           ValueRange{h, j});
+          Value p =
+              memref::LoadOp::create(b, loc, op.getProbs(), ValueRange{h, j});
           Value dp =
               memref::LoadOp::create(b, loc, op.getDp(), ValueRange{h, j});
           Value diff = arith::SubFOp::create(b, loc, dp, delta);
@@ -472,15 +474,15 @@ LogicalResult mlir::smla::lowerTileOpToLoops(Operation *op) {
   if (isa<SparseAttentionBwdOp>(op))
     return op->emitOpError()
            << "must be decomposed (smla-decompose) before lowering to loops";
-  bool lowered = llvm::TypeSwitch<Operation *, bool>(op)
-                     .Case<DeltaOp, IndexLoadOp, IndexMaskOp, RowLiveOp,
-                           GatherOp, TileDotOp, SoftmaxOp, DScoresOp,
-                           DqAccumulateOp, ScatterDkvOp, StoreDqOp, CastDkvOp>(
-                         [](auto typed) {
-                           lower(typed);
-                           return true;
-                         })
-                     .Default([](Operation *) { return false; });
+  bool lowered =
+      llvm::TypeSwitch<Operation *, bool>(op)
+          .Case<DeltaOp, IndexLoadOp, IndexMaskOp, RowLiveOp, GatherOp,
+                TileDotOp, SoftmaxOp, DScoresOp, DqAccumulateOp, ScatterDkvOp,
+                StoreDqOp, CastDkvOp>([](auto typed) {
+            lower(typed);
+            return true;
+          })
+          .Default([](Operation *) { return false; });
   if (!lowered)
     return op->emitOpError() << "has no loop lowering";
   op->erase();

@@ -33,11 +33,10 @@ void SMLADialect::initialize() {
 
 static bool isOutputType(Type type) { return type.isBF16() || type.isF32(); }
 
-LogicalResult
-ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError, int64_t d,
-                   int64_t dt, int64_t heads, int64_t groups, int64_t block,
-                   LseBase lseBase, bool positions, Type dqType,
-                   Type dkvType) {
+LogicalResult ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 int64_t d, int64_t dt, int64_t heads,
+                                 int64_t groups, int64_t block, LseBase lseBase,
+                                 bool positions, Type dqType, Type dkvType) {
   if (d < 16 || d % 16 != 0)
     return emitError() << "d must be a positive multiple of 16, got " << d;
   if (dt < 0 || dt % 16 != 0)

@@ -26,8 +26,7 @@ class ShapeChecker {
 public:
   explicit ShapeChecker(Operation *op) : op(op) {}
 
-  LogicalResult dims(StringRef name, Value value,
-                     ArrayRef<int64_t> expected) {
+  LogicalResult dims(StringRef name, Value value, ArrayRef<int64_t> expected) {
     auto type = cast<ShapedType>(value.getType());
     for (auto [i, want] : llvm::enumerate(expected)) {
       if (ShapedType::isDynamic(want))
@@ -46,8 +45,8 @@ public:
 
   /// Run-time sizes that several operands share (T, S_kv) must agree when
   /// they are static.
-  LogicalResult same(StringRef what, ArrayRef<std::pair<StringRef, int64_t>>
-                                         sizes) {
+  LogicalResult same(StringRef what,
+                     ArrayRef<std::pair<StringRef, int64_t>> sizes) {
     std::optional<std::pair<StringRef, int64_t>> first;
     for (auto [name, size] : sizes) {
       if (ShapedType::isDynamic(size))
@@ -116,9 +115,9 @@ LogicalResult SparseAttentionBwdOp::verify() {
     return failure();
 
   SmallVector<std::pair<StringRef, int64_t>> tokens = {
-      {"q", dim(getQ(), 0)},         {"o", dim(getO(), 0)},
-      {"dout", dim(getDout(), 0)},   {"indices", dim(getIndices(), 0)},
-      {"lse", dim(getLse(), 0)},     {"dq", dim(getDq(), 0)}};
+      {"q", dim(getQ(), 0)},       {"o", dim(getO(), 0)},
+      {"dout", dim(getDout(), 0)}, {"indices", dim(getIndices(), 0)},
+      {"lse", dim(getLse(), 0)},   {"dq", dim(getDq(), 0)}};
   if (getPositions())
     tokens.push_back({"positions", dim(getPositions(), 0)});
   SmallVector<std::pair<StringRef, int64_t>> keys = {
@@ -178,14 +177,14 @@ LogicalResult GatherOp::verify() {
   if (failed(checkLength(*this, "tile rows", dim(getTile(), 0),
                          "the number of indices", lanes)))
     return failure();
-  if (getMask() && failed(checkLength(*this, "mask",
-                                      getMask().getType().getNumElements(),
-                                      "the number of indices", lanes)))
+  if (getMask() &&
+      failed(checkLength(*this, "mask", getMask().getType().getNumElements(),
+                         "the number of indices", lanes)))
     return failure();
   if (dim(getTile(), 1) != dim(getKv(), 2))
     return emitOpError() << "tile width (" << dim(getTile(), 1)
-                         << ") must equal the kv row width ("
-                         << dim(getKv(), 2) << ")";
+                         << ") must equal the kv row width (" << dim(getKv(), 2)
+                         << ")";
   return success();
 }
 
@@ -259,9 +258,9 @@ LogicalResult ScatterDkvOp::verify() {
       failed(checkLength(*this, "ds columns", dim(getDs(), 1),
                          "the number of indices", lanes)))
     return failure();
-  if (getMask() && failed(checkLength(*this, "mask",
-                                      getMask().getType().getNumElements(),
-                                      "the number of indices", lanes)))
+  if (getMask() &&
+      failed(checkLength(*this, "mask", getMask().getType().getNumElements(),
+                         "the number of indices", lanes)))
     return failure();
   if (dim(getDkv(), 2) != dim(getQ(), 2))
     return emitOpError() << "dkv width (" << dim(getDkv(), 2)

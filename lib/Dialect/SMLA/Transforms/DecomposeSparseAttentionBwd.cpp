@@ -55,8 +55,7 @@ void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
                const Scratch &s, Value token, Value group, Value offset,
                Value limit) {
   ConfigAttr cfg = op.getConfig();
-  auto idxType =
-      VectorType::get({cfg.getBlock()}, b.getI32Type());
+  auto idxType = VectorType::get({cfg.getBlock()}, b.getI32Type());
   Value idx = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
                                   group, offset, limit, op.getCounters());
   GatherOp::create(b, loc, op.getKv(), group, idx, /*mask=*/Value(), s.keys);
@@ -66,8 +65,7 @@ void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
                     /*mask=*/Value(), /*live=*/Value(), op.getCounters(),
                     s.probs, op.getSmScaleAttr(), base, /*clamp=*/nullptr);
   TileDotOp::create(b, loc, op.getDout(), token, group, s.keys, s.dp);
-  DScoresOp::create(b, loc, s.probs, s.dp, s.delta, s.ds,
-                    op.getSmScaleAttr());
+  DScoresOp::create(b, loc, s.probs, s.dp, s.delta, s.ds, op.getSmScaleAttr());
   DqAccumulateOp::create(b, loc, s.ds, s.keys, s.dqAcc);
   ScatterDkvOp::create(b, loc, s.ds, s.probs, op.getQ(), op.getDout(), token,
                        group, idx, /*mask=*/Value(), op.getDkvAccum());

@@ -34,8 +34,8 @@ Operation *mlir::smla::findLastWriter(Value buffer, Operation *user) {
 }
 
 GatherOp mlir::smla::findScoreGather(SoftmaxOp softmax) {
-  auto dot = dyn_cast_or_null<TileDotOp>(
-      findLastWriter(softmax.getScores(), softmax));
+  auto dot =
+      dyn_cast_or_null<TileDotOp>(findLastWriter(softmax.getScores(), softmax));
   if (!dot)
     return {};
   return dyn_cast_or_null<GatherOp>(findLastWriter(dot.getTile(), dot));
@@ -43,8 +43,8 @@ GatherOp mlir::smla::findScoreGather(SoftmaxOp softmax) {
 
 static bool isDimZeroOf(Value v, Value tensor) {
   auto dim = v.getDefiningOp<memref::DimOp>();
-  return dim && dim.getSource() == tensor && matchPattern(dim.getIndex(),
-                                                          m_Zero());
+  return dim && dim.getSource() == tensor &&
+         matchPattern(dim.getIndex(), m_Zero());
 }
 
 /// lanes == min(dim(indices, 2) - offset, B)
@@ -63,8 +63,7 @@ static bool isTailLaneCount(Value lanes, IndexLoadOp load) {
     auto dim = sub.getLhs().getDefiningOp<memref::DimOp>();
     APInt dimIndex;
     if (dim && dim.getSource() == load.getIndices() &&
-        matchPattern(dim.getIndex(), m_ConstantInt(&dimIndex)) &&
-        dimIndex == 2)
+        matchPattern(dim.getIndex(), m_ConstantInt(&dimIndex)) && dimIndex == 2)
       return true;
   }
   return false;

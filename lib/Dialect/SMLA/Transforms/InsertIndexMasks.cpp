@@ -56,7 +56,8 @@ FailureOr<Value> getOrBuildMask(Operation *user, Value indices, Value tensor) {
 }
 
 struct SMLAInsertIndexMasksPass
-    : public mlir::smla::impl::SMLAInsertIndexMasksBase<SMLAInsertIndexMasksPass> {
+    : public mlir::smla::impl::SMLAInsertIndexMasksBase<
+          SMLAInsertIndexMasksPass> {
   void runOnOperation() override {
     WalkResult result = getOperation()->walk([&](Operation *op) {
       if (auto gather = dyn_cast<GatherOp>(op)) {

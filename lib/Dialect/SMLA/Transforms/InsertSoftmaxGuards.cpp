@@ -36,9 +36,9 @@ OpBuilder rowGuardInsertionPoint(SoftmaxOp op) {
       tokenBlock->getParent()->isAncestor(groupBlock->getParent());
   if (tokenBlock == groupBlock) {
     // Same block: whichever comes later.
-    bool groupLater = groupIt == tokenBlock->end() ||
-                      (tokenIt != tokenBlock->end() &&
-                       tokenIt->isBeforeInBlock(&*groupIt));
+    bool groupLater =
+        groupIt == tokenBlock->end() ||
+        (tokenIt != tokenBlock->end() && tokenIt->isBeforeInBlock(&*groupIt));
     groupInner = groupLater;
   }
   if (groupInner)
@@ -51,8 +51,7 @@ OpBuilder rowGuardInsertionPoint(SoftmaxOp op) {
 Value getOrBuildLive(SoftmaxOp op) {
   for (Operation *user : op.getLse().getUsers())
     if (auto live = dyn_cast<RowLiveOp>(user))
-      if (live.getToken() == op.getToken() &&
-          live.getGroup() == op.getGroup())
+      if (live.getToken() == op.getToken() && live.getGroup() == op.getGroup())
         return live.getLive();
   OpBuilder b = rowGuardInsertionPoint(op);
   int64_t hg = op.getScores().getType().getDimSize(0);
@@ -63,7 +62,8 @@ Value getOrBuildLive(SoftmaxOp op) {
 }
 
 struct SMLAInsertSoftmaxGuardsPass
-    : public mlir::smla::impl::SMLAInsertSoftmaxGuardsBase<SMLAInsertSoftmaxGuardsPass> {
+    : public mlir::smla::impl::SMLAInsertSoftmaxGuardsBase<
+          SMLAInsertSoftmaxGuardsPass> {
   void runOnOperation() override {
     WalkResult result = getOperation()->walk([&](SoftmaxOp op) {
       if (op.isGuarded())

@@ -35,8 +35,7 @@ LogicalResult verifySoftmax(SoftmaxOp op) {
   if (!why.empty())
     return op.emitOpError() << "is an unguarded exponential: " << why;
   if (!op.getMask())
-    return op.emitOpError()
-           << "is an unguarded exponential: has no index mask";
+    return op.emitOpError() << "is an unguarded exponential: has no index mask";
   GatherOp gather = findScoreGather(op);
   if (!gather || gather.getMask() != op.getMask())
     return op.emitOpError() << "is an unguarded exponential: its mask is not "
