@@ -45,6 +45,13 @@ def _register_fake() -> None:
         )
 
     try:
+        # smla._C registers a C++ Meta kernel (which also checks the
+        # arguments); a Python fake registered now would silently replace it.
+        if torch._C._dispatch_has_kernel_for_dispatch_key(OP_NAME, "Meta"):
+            return
+    except AttributeError:  # a torch without this private query
+        pass
+    try:
         torch.library.register_fake(OP_NAME, fake)
     except Exception:  # noqa: BLE001
         # The extension registered its own Meta/fake kernel (the error type

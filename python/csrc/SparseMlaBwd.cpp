@@ -1,0 +1,266 @@
+//===- SparseMlaBwd.cpp - The implementations of smla::sparse_mla_bwd -----===//
+//
+// Part of the smla project: a compiled sparse-MLA backward for sm_90a.
+//
+//===----------------------------------------------------------------------===//
+//
+// CUDA: validate, allocate the outputs, then on the current stream
+//   1. Delta = rowsum(o * dout) in fp32 [T, H], unless given: a "delta"
+//      kernel when the manifest has one for this configuration, else torch;
+//   2. the "bwd" kernel: dq, fp32 atomics into dkv_accum, guard counters;
+//   3. dkv = dkv_accum cast to dkv_dtype: a "dkv_cast" kernel, else torch
+//      (nothing to do for fp32, which returns dkv_accum itself).
+// A "bwd" kernel compiled for dkv_type=bf16 is taken to write dkv itself
+// (dkv_accum is then its scratch) and step 3 is skipped.
+// CPU: the same checks; a valid call fails with "must be a CUDA tensor", so
+// a wrong argument gets its own message even on a machine without a GPU.
+// Meta: shapes and dtypes only, for torch.compile and FakeTensor.
+//
+//===----------------------------------------------------------------------===//
+
+#include "ArgumentChecks.h"
+#include "KernelDirectory.h"
+
+#include "smla/runtime/Error.h"
+#include "smla/runtime/Launcher.h"
+
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <tuple>
+
+namespace smla::ext {
+namespace {
+
+using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
+constexpr int64_t kNumCounters = 3; // invalid_slots, dead_rows, clamped
+
+/// The tensors a kernel may read or write; undefined ones pass as null.
+struct KernelTensors {
+  at::Tensor q, kv, o, dout, indices, lse, positions;
+  at::Tensor dq, dkvAccum, dkv, counters, delta;
+};
+
+runtime::ParamValue ptrOf(const at::Tensor &t) {
+  return runtime::ParamValue::ptr(t.defined() ? t.data_ptr() : nullptr);
+}
+
+/// Every argument any smla kernel may take, by the name the compiler gives
+/// the parameter. Kernels ignore names they do not take, so one map serves
+/// every kind. This is the one place to adapt when the names change.
+runtime::ParamValues kernelParams(const KernelTensors &t, const BwdSizes &n,
+                                  double smScale) {
+  using runtime::ParamValue;
+  return {
+      {"q", ptrOf(t.q)},
+      {"kv", ptrOf(t.kv)},
+      {"o", ptrOf(t.o)},
+      {"dout", ptrOf(t.dout)},
+      {"indices", ptrOf(t.indices)},
+      {"lse", ptrOf(t.lse)},
+      {"positions", ptrOf(t.positions)},
+      {"dq", ptrOf(t.dq)},
+      {"dkv_accum", ptrOf(t.dkvAccum)},
+      {"dkv", ptrOf(t.dkv)},
+      {"counters", ptrOf(t.counters)},
+      {"delta", ptrOf(t.delta)},
+      {"T", ParamValue::i32(static_cast<int32_t>(n.T))},
+      {"S_kv", ParamValue::i32(static_cast<int32_t>(n.S_kv))},
+      {"K", ParamValue::i32(static_cast<int32_t>(n.K))},
+      {"H", ParamValue::i32(static_cast<int32_t>(n.H))},
+      {"G", ParamValue::i32(static_cast<int32_t>(n.G))},
+      {"sm_scale", ParamValue::f32(static_cast<float>(smScale))},
+  };
+}
+
+/// The manifest's name for an output element type.
+const char *manifestType(at::ScalarType type) {
+  return type == at::kFloat ? "f32" : "bf16";
+}
+
+runtime::KernelRequest makeRequest(const char *kind, const BwdSizes &n,
+                                   bool lseBaseE, bool positions,
+                                   at::ScalarType dqDtype,
+                                   at::ScalarType dkvDtype) {
+  runtime::KernelRequest request;
+  request.kind = kind;
+  request.d = n.D;
+  request.dt = n.Dt;
+  request.heads = n.H;
+  request.groups = n.G;
+  request.lseBase = lseBaseE ? runtime::LseBase::E : runtime::LseBase::Two;
+  request.positions = positions;
+  request.dqType = manifestType(dqDtype);
+  request.dkvType = manifestType(dkvDtype);
+  return request;
+}
+
+/// The kernel for `request`, or nullptr when the manifest has none (for the
+/// optional kinds, which have a torch fallback).
+const runtime::KernelEntry *
+selectOptional(const runtime::KernelLibrary &library,
+               const runtime::KernelRequest &request) {
+  try {
+    return &library.select(request);
+  } catch (const runtime::Error &) {
+    return nullptr;
+  }
+}
+
+/// Nothing to compute (T, K or S_kv is 0): zero gradients, and the counters
+/// the kernel would report (every slot invalid when S_kv = 0, every row dead
+/// when no slot is valid).
+Outputs emptyProblem(const BwdArgs &args, const BwdSizes &n) {
+  at::Tensor dq = at::zeros_like(args.q, args.q.options().dtype(args.dqDtype));
+  at::Tensor dkv =
+      at::zeros_like(args.kv, args.kv.options().dtype(args.dkvDtype));
+  // Filled on the device, so the call stays capturable in a CUDA graph.
+  at::Tensor counters =
+      at::zeros({kNumCounters}, args.q.options().dtype(at::kLong));
+  if (n.S_kv == 0)
+    counters.select(0, 0).fill_(n.T * n.G * n.K);
+  if (n.K == 0 || n.S_kv == 0)
+    counters.select(0, 1).fill_(n.T * n.H);
+  return {dq, dkv, counters};
+}
+
+Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE) {
+  runtime::KernelLibrary &library = kernelLibrary();
+  const bool hasPositions =
+      args.qPositions.has_value() && args.qPositions->defined();
+  const bool castDkv = args.dkvDtype != at::kFloat;
+
+  // Prefer a bwd kernel that writes dkv in the requested type; otherwise the
+  // fp32 one plus a cast.
+  const runtime::KernelEntry *bwd = nullptr;
+  if (castDkv)
+    bwd = selectOptional(library, makeRequest("bwd", n, lseBaseE, hasPositions,
+                                              args.dqDtype, args.dkvDtype));
+  const bool bwdWritesDkv = bwd != nullptr;
+  if (bwd == nullptr)
+    bwd = &library.select(makeRequest("bwd", n, lseBaseE, hasPositions,
+                                      args.dqDtype, at::kFloat));
+
+  const at::TensorOptions f32 = args.q.options().dtype(at::kFloat);
+  KernelTensors t;
+  t.q = args.q;
+  t.kv = args.kv;
+  t.o = args.o;
+  t.dout = args.dout;
+  t.indices = args.indices;
+  t.lse = args.lse;
+  if (hasPositions)
+    t.positions = *args.qPositions;
+  // dq is zero-filled so a row the kernel skips still reads as 0.
+  t.dq = at::zeros_like(args.q, args.q.options().dtype(args.dqDtype));
+  t.dkvAccum = at::zeros_like(args.kv, f32);
+  t.counters = at::zeros({kNumCounters}, args.q.options().dtype(at::kLong));
+  if (castDkv)
+    t.dkv = at::empty_like(args.kv, args.kv.options().dtype(args.dkvDtype));
+
+  const runtime::GridSizes sizes{n.T, n.S_kv, n.K, n.H, n.G};
+  const CUstream stream =
+      static_cast<CUstream>(at::cuda::getCurrentCUDAStream().stream());
+
+  if (args.delta.has_value() && args.delta->defined()) {
+    t.delta = *args.delta;
+  } else if (const runtime::KernelEntry *deltaKernel = selectOptional(
+                 library, makeRequest("delta", n, lseBaseE, hasPositions,
+                                      args.dqDtype, args.dkvDtype))) {
+    t.delta = at::empty({n.T, n.H}, f32);
+    library.launch(*deltaKernel, stream, sizes,
+                   kernelParams(t, n, args.smScale));
+  } else {
+    t.delta = (args.o.to(at::kFloat) * args.dout.to(at::kFloat)).sum(-1);
+  }
+
+  library.launch(*bwd, stream, sizes, kernelParams(t, n, args.smScale));
+
+  if (!castDkv)
+    return {t.dq, t.dkvAccum, t.counters};
+  if (!bwdWritesDkv) {
+    if (const runtime::KernelEntry *cast = selectOptional(
+            library, makeRequest("dkv_cast", n, lseBaseE, hasPositions,
+                                 args.dqDtype, args.dkvDtype)))
+      library.launch(*cast, stream, sizes, kernelParams(t, n, args.smScale));
+    else
+      t.dkv.copy_(t.dkvAccum);
+  }
+  return {t.dq, t.dkv, t.counters};
+}
+
+Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
+                         const at::Tensor &o, const at::Tensor &dout,
+                         const at::Tensor &indices, const at::Tensor &lse,
+                         double smScale, bool lseBaseE,
+                         const std::optional<at::Tensor> &qPositions,
+                         const std::optional<at::Tensor> &delta,
+                         at::ScalarType dqDtype, at::ScalarType dkvDtype) {
+  const BwdArgs args{q,          kv,    o,       dout,    indices, lse,
+                     qPositions, delta, smScale, dqDtype, dkvDtype};
+  const BwdSizes n = checkBwdArgs(args, /*requireCuda=*/true);
+  const c10::cuda::CUDAGuard guard(q.device());
+  if (n.T == 0 || n.K == 0 || n.S_kv == 0)
+    return emptyProblem(args, n);
+  try {
+    return launchKernels(args, n, lseBaseE);
+  } catch (const runtime::Error &error) {
+    TORCH_CHECK(false, error.what());
+  }
+}
+
+Outputs sparseMlaBwdCpu(const at::Tensor &q, const at::Tensor &kv,
+                        const at::Tensor &o, const at::Tensor &dout,
+                        const at::Tensor &indices, const at::Tensor &lse,
+                        double smScale, bool lseBaseE,
+                        const std::optional<at::Tensor> &qPositions,
+                        const std::optional<at::Tensor> &delta,
+                        at::ScalarType dqDtype, at::ScalarType dkvDtype) {
+  const BwdArgs args{q,          kv,    o,       dout,    indices, lse,
+                     qPositions, delta, smScale, dqDtype, dkvDtype};
+  checkBwdArgs(args, /*requireCuda=*/true); // throws: q is not on CUDA
+  TORCH_CHECK(false, kOpName, ": argument 'q' must be a CUDA tensor");
+}
+
+bool hasSymbolicShape(const at::Tensor &t) {
+  return t.defined() && t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
+}
+
+Outputs sparseMlaBwdMeta(const at::Tensor &q, const at::Tensor &kv,
+                         const at::Tensor &o, const at::Tensor &dout,
+                         const at::Tensor &indices, const at::Tensor &lse,
+                         double smScale, bool lseBaseE,
+                         const std::optional<at::Tensor> &qPositions,
+                         const std::optional<at::Tensor> &delta,
+                         at::ScalarType dqDtype, at::ScalarType dkvDtype) {
+  // With dynamic shapes the checks would read concrete sizes (and add
+  // guards); they run again on the real call anyway.
+  bool symbolic = false;
+  for (const at::Tensor *t : {&q, &kv, &o, &dout, &indices, &lse})
+    symbolic = symbolic || hasSymbolicShape(*t);
+  if (!symbolic) {
+    const BwdArgs args{q,          kv,    o,       dout,    indices, lse,
+                       qPositions, delta, smScale, dqDtype, dkvDtype};
+    checkBwdArgs(args, /*requireCuda=*/false);
+  }
+  return {at::empty_symint(q.sym_sizes(), q.options().dtype(dqDtype)),
+          at::empty_symint(kv.sym_sizes(), kv.options().dtype(dkvDtype)),
+          at::empty({kNumCounters}, q.options().dtype(at::kLong))};
+}
+
+} // namespace
+} // namespace smla::ext
+
+TORCH_LIBRARY_IMPL(smla, CUDA, m) {
+  m.impl("sparse_mla_bwd", &smla::ext::sparseMlaBwdCuda);
+}
+
+TORCH_LIBRARY_IMPL(smla, CPU, m) {
+  m.impl("sparse_mla_bwd", &smla::ext::sparseMlaBwdCpu);
+}
+
+TORCH_LIBRARY_IMPL(smla, Meta, m) {
+  m.impl("sparse_mla_bwd", &smla::ext::sparseMlaBwdMeta);
+}
