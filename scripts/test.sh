@@ -15,6 +15,12 @@ echo "== lit (compiler) =="
 /usr/lib/llvm-22/bin/lit -sv "$BUILD/test"
 echo "== ctest (runtime) =="
 ctest --test-dir "$BUILD" --output-on-failure
+echo "== torch extension smla._C (in place) =="
+if [ ! -f build-py/build.ninja ]; then
+  cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPython_EXECUTABLE="$(command -v python3)"
+fi
+cmake --build build-py
 echo "== pytest (CPU execution of the lowered IR, Python package) =="
 SMLA_OPT="$PWD/$BUILD/bin/smla-opt" PYTHONPATH="$PWD/python" \
   python3 -m pytest -q test/execution test/python
