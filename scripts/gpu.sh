@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The GPU command: on an H200 machine with PyTorch, nvcc, CMake, ninja and
+# compute-sanitizer (no LLVM, no network needed), given the kernel library
+# built on a CPU machine (scripts/build.sh smla-kernels -> build/kernels):
+#   1. builds the runtime tests and the torch extension against this torch,
+#   2. runs the GPU test suite (compiled vs reference, opcheck, graphs, ...),
+#   3. runs compute-sanitizer memcheck/racecheck/initcheck on a reduced suite
+#      that still holds every kind of invalid index,
+#   4. runs the benchmarks (BENCHMARKS.md shapes, peers in the same process),
+# writes logs and JSON to OUT and prints a summary table last.
+#
+#   bash scripts/gpu.sh OUT [KERNEL_DIR]        (KERNEL_DIR: build/kernels)
+#   SMLA_GPU_STEPS="tests sanitize bench" selects steps; SMLA_BENCH_SHAPES
+#   selects shapes (default: B1 B2 B2r B3).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:?usage: scripts/gpu.sh OUT [KERNEL_DIR]}
+KDIR=$(realpath "${2:-build/kernels}")
+STEPS=${SMLA_GPU_STEPS:-tests sanitize bench}
+mkdir -p "$OUT"
+export SMLA_KERNEL_DIR="$KDIR" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
+declare -A STATUS
+
+step() {  # step NAME LOG CMD...: runs, records ok/FAILED(rc)
+  local name=$1 log=$2; shift 2
+  echo "== $name ==" | tee -a "$OUT/$log"
+  local t0=$SECONDS
+  "$@" >>"$OUT/$log" 2>&1
+  local rc=$?
+  STATUS[$name]="$([ $rc -eq 0 ] && echo ok || echo "FAILED($rc)") $((SECONDS - t0))s"
+  tail -n 5 "$OUT/$log"
+}
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
+python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' >>"$OUT/gpu.txt"
+[ -f "$KDIR/manifest.json" ] || { echo "no manifest.json in $KDIR" | tee "$OUT/summary.txt"; exit 1; }
+
+build_ext() {
+  cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPython_EXECUTABLE="$(command -v python3)" -DSMLA_KERNEL_DIR="$KDIR" &&
+    cmake --build build-py -j "$(nproc)"
+}
+step build build.log build_ext
+
+if [[ " $STEPS " == *" tests "* ]]; then
+  step tests tests.log python3 -m pytest -q -rs test/python \
+    --junitxml="$OUT/tests.xml"
+fi
+if [[ " $STEPS " == *" sanitize "* ]]; then
+  for tool in memcheck racecheck initcheck; do
+    step "sanitize-$tool" "sanitize-$tool.log" compute-sanitizer --tool "$tool" \
+      --error-exitcode 3 --target-processes all python3 scripts/sanitizer_cases.py
+  done
+fi
+if [[ " $STEPS " == *" bench "* ]]; then
+  for shape in ${SMLA_BENCH_SHAPES:-B1 B2 B2r B3}; do
+    step "bench-$shape" "bench.log" python3 bench/bench_bwd.py --shapes "$shape" \
+      --json "$OUT/bench-$shape.json"
+  done
+fi
+
+{
+  echo "step                 result"
+  for k in "${!STATUS[@]}"; do printf '%-20s %s\n' "$k" "${STATUS[$k]}"; done | sort
+} | tee "$OUT/summary.txt"
+grep -q FAILED "$OUT/summary.txt" && exit 1 || exit 0
