@@ -29,3 +29,9 @@ tools = [
     ToolSubst("not", unresolved="fatal"),
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+
+llvm_config.with_environment("PATH", config.smla_tools_dir, append_path=True)
+
+# GPU code generation tests that assemble PTX need ptxas (test/Target).
+if os.path.exists("/usr/local/cuda/bin/ptxas"):
+    config.available_features.add("ptxas")

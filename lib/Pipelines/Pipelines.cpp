@@ -8,6 +8,7 @@
 #include "smla/Conversion/Passes.h"
 #include "smla/Dialect/SMLA/Transforms/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
@@ -37,6 +38,43 @@ void mlir::smla::buildCpuPipeline(OpPassManager &pm) {
     llvm::report_fatal_error("smla: malformed built-in CPU pipeline");
 }
 
+void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm) {
+  buildGuardedPipeline(pm);
+  pm.addPass(createSMLAGpuMap());
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createSMLAAllocateSmem());
+  kernels.addPass(createSMLAVerifySmem());
+  kernels.addPass(createSMLALowerToNVVM());
+  kernels.addPass(createSMLAVerifySmem());
+  pm.addPass(createSMLAVerifyGuards());
+}
+
+void mlir::smla::buildGpuToPtxPipeline(OpPassManager &pm,
+                                        StringRef cudaPath) {
+  // The standard route to PTX (docs/codegen.md): bare-pointer kernel
+  // parameters, PTX ISA 8.1 for the vector red.global.add, libdevice linked
+  // by gpu-module-to-binary for math.exp2.
+  const char *toPtx =
+      "gpu.module(cse,canonicalize,expand-strided-metadata,lower-affine),"
+      "convert-nvgpu-to-nvvm,"
+      "gpu.module(convert-scf-to-cf,"
+      "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=1}),"
+      "convert-nvvm-to-llvm,convert-vector-to-llvm,convert-arith-to-llvm,"
+      "convert-index-to-llvm,convert-cf-to-llvm,convert-ub-to-llvm,"
+      "reconcile-unrealized-casts,"
+      "nvvm-attach-target{chip=sm_90a features=+ptx81 O=3},"
+      "gpu-module-to-binary{format=isa toolkit=";
+  // The toolkit path is explicit: without it libdevice is only found
+  // through the environment, and an unlinked __nv_* call fails in ptxas.
+  if (failed(parsePassPipeline((toPtx + cudaPath + "}").str(), pm)))
+    llvm::report_fatal_error("smla: malformed built-in GPU pipeline");
+}
+
+void mlir::smla::buildGpuPipeline(OpPassManager &pm) {
+  buildGpuKernelPipeline(pm);
+  buildGpuToPtxPipeline(pm);
+}
+
 void mlir::smla::registerPipelines() {
   PassPipelineRegistration<>(
       "smla-guarded",
@@ -48,4 +86,13 @@ void mlir::smla::registerPipelines() {
       "The guarded pipeline lowered to loops and on to the LLVM dialect, "
       "for execution on the CPU",
       buildCpuPipeline);
+  PassPipelineRegistration<>(
+      "smla-gpu-kernels",
+      "The guarded pipeline mapped onto gpu.funcs, with shared memory "
+      "placed and verified and the tile ops lowered to gpu/nvgpu/nvvm",
+      buildGpuKernelPipeline);
+  PassPipelineRegistration<>(
+      "smla-gpu",
+      "smla-gpu-kernels lowered to PTX for sm_90a (gpu.binary, format=isa)",
+      buildGpuPipeline);
 }

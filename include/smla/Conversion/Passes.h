@@ -8,6 +8,7 @@
 #define SMLA_CONVERSION_PASSES_H
 
 #include "smla/Conversion/SMLAToLoops/SMLAToLoops.h"
+#include "smla/Conversion/SMLAToNVVM/SMLAToNVVM.h"
 
 namespace mlir::smla {
 #define GEN_PASS_REGISTRATION

@@ -50,4 +50,146 @@ def SMLALowerToLoops : Pass<"smla-lower-to-loops"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+
+//===----------------------------------------------------------------------===//
+// GPU code generation (docs/codegen.md).
+//===----------------------------------------------------------------------===//
+
+def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
+  let summary = "Map the guarded tile loop nest onto CUDA kernels";
+  let description = [{
+    Moves each function that holds a decomposed, guarded smla loop nest into
+    a `gpu.module @smla_kernels` and erases the host function. One CTA runs
+    one (token, group) step: the `t` loop becomes `gpu.block_id x`, the `g`
+    loop `gpu.block_id y`, and the top-k block loop stays a loop inside the
+    CTA. Kernel parameters are bare pointers (flat static memrefs, lowered
+    with `use-bare-ptr-memref-call-conv`) plus the run-time sizes T, S_kv and
+    K as i32; the body re-creates the dynamically shaped views with
+    `memref.reinterpret_cast`, so the tile ops are cloned unchanged. Scratch
+    `memref.alloca`s become workgroup-space allocas that
+    `smla-allocate-smem` turns into slices of dynamic shared memory.
+
+    The zero fill of the fp32 dKV accumulator and `smla.cast_dkv` become
+    kernels of their own (one CTA per kv row).
+
+    Before:
+    ```mlir
+    func.func @f(%q: memref<?x16x576xbf16>, ...) {
+      %keys = memref.alloca() : memref<64x576xbf16>
+      linalg.fill ins(%zero : f32) outs(%dkv_accum : memref<?x1x576xf32>)
+      scf.for %t = %c0 to %T step %c1 {
+        scf.for %g = %c0 to %c1 step %c1 { ...tile ops... }
+      }
+      smla.cast_dkv %dkv_accum into %dkv : ...
+    }
+    ```
+    After:
+    ```mlir
+    gpu.module @smla_kernels {
+      gpu.func @f_bwd(%q: memref<2147483647xbf16>, ..., %T: i32,
+                      %S_kv: i32, %K: i32) kernel {
+        %t = gpu.block_id x
+        %g = gpu.block_id y
+        %qv = memref.reinterpret_cast %q to offset: [0],
+            sizes: [%Tx, 16, 576], strides: [9216, 576, 1] : ...
+        %keys = memref.alloca() : memref<64x576xbf16, #gpu.address_space<workgroup>>
+        ...tile ops...
+      }
+      gpu.func @f_dkv_zero(...) kernel { ... }
+      gpu.func @f_dkv_cast(...) kernel { ... }
+    }
+    ```
+  }];
+  let options = [
+    Option<"threads", "threads", "int64_t", /*default=*/"256",
+           "Threads per CTA (a multiple of 32)">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def SMLAAllocateSmem : Pass<"smla-allocate-smem", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Give every workgroup buffer a byte range of dynamic shared "
+                "memory";
+  let description = [{
+    Replaces each workgroup-space `memref.alloca` of a `gpu.func` by a
+    `memref.view` of one `.extern .shared` buffer (`memref.global @smla_smem`
+    of `memref<0xi8, workgroup>`) at a constant byte offset. Buffers whose
+    live ranges overlap get disjoint byte ranges (first fit, 128-byte
+    aligned); a live range is the span of the buffer's uses (through every
+    view and address computed from it), widened to the whole of the
+    outermost loop around a use that does not also enclose the buffer's
+    definition: a buffer used in a loop is live across its back edge. The total goes to the
+    kernel's `smla.dynamic_smem` attribute.
+
+    Before:
+    ```mlir
+    %a = memref.alloca() : memref<16x64xf32, #gpu.address_space<workgroup>>
+    ```
+    After:
+    ```mlir
+    %base = memref.get_global @smla_smem : memref<0xi8, #gpu.address_space<workgroup>>
+    %raw = memref.reinterpret_cast %base to offset: [0], sizes: [4096], strides: [1] : ...
+    %a = memref.view %raw[%c0][] : memref<4096xi8, #gpu.address_space<workgroup>>
+        to memref<16x64xf32, #gpu.address_space<workgroup>>
+    ```
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def SMLAVerifySmem : Pass<"smla-verify-smem", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Prove that no two live shared-memory slices share storage";
+  let description = [{
+    For every `gpu.func`, collects the `memref.view`s of the dynamic
+    shared-memory buffer (constant byte offset, static size) and computes
+    each one's live range with the same conservative rule as
+    `smla-allocate-smem`, following the view through every op that takes
+    it. Fails, naming both slices, if two slices whose live ranges overlap
+    have overlapping byte ranges, if a slice has a non-constant offset, or
+    if a slice reaches past the kernel's `smla.dynamic_smem`. This is the
+    invariant whose violation (a Q tile overwritten by a dKV staging tile)
+    produced NaN gradients in the kernel this project replaces.
+  }];
+}
+
+def SMLALowerToNVVM : Pass<"smla-lower-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Lower smla tile ops inside gpu.funcs to CTA-cooperative "
+                "gpu/nvgpu/nvvm code";
+  let description = [{
+    Each tile op becomes code that all threads of the CTA run together,
+    followed by a `gpu.barrier`:
+
+    * `smla.gather`: per 16-byte chunk, `nvgpu.device_async_copy` whose
+      source row is `select(mask, idx, 0)` and whose source element count is
+      `select(mask, 8, 0)`: an invalid slot reads nothing and zero-fills;
+      no out-of-bounds address is ever formed;
+    * `smla.tile_dot`, `smla.dq_accumulate`: bf16 products accumulated in
+      f32 (tensor-core `nvvm.mma.sync` m16n8k16 when `mma` is set, heads as
+      M, rows >= Hg zero-filled and never stored);
+    * `smla.softmax`: `math.exp2(arith.minimumf(x2, clamp))` consumed only
+      by `arith.select(mask && live, e, 0)`;
+    * `smla.scatter_dkv`: per lane, a `red.global.add.v4.f32` predicated by
+      the mask, at `select(mask, idx, 0)`;
+    * `smla.index_load` / `smla.index_mask` / `smla.row_live`: per-lane
+      scalar code, re-evaluated where a lane is used; guard counters are
+      atomics, skipped when the counter pointer is null.
+  }];
+  let options = [
+    Option<"mma", "mma", "bool", /*default=*/"true",
+           "Use mma.sync for tile_dot and dq_accumulate">,
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // SMLA_CONVERSION_PASSES_TD

@@ -19,7 +19,20 @@ void buildGuardedPipeline(OpPassManager &pm);
 /// lowered IR, and the standard lowering to the LLVM dialect (`smla-cpu`).
 void buildCpuPipeline(OpPassManager &pm);
 
-/// Registers `smla-guarded` and `smla-cpu` with the pass registry.
+/// The guarded pipeline mapped to gpu.funcs, shared memory placed and
+/// verified, tile ops lowered to gpu/nvgpu/nvvm (`smla-gpu-kernels`).
+void buildGpuKernelPipeline(OpPassManager &pm);
+
+/// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
+/// sm_90a PTX (+ptx81).
+void buildGpuToPtxPipeline(OpPassManager &pm,
+                           llvm::StringRef cudaPath = "/usr/local/cuda");
+
+/// `smla-gpu-kernels` lowered to a gpu.binary holding sm_90a PTX
+/// (`smla-gpu`).
+void buildGpuPipeline(OpPassManager &pm);
+
+/// Registers the smla pipelines with the pass registry.
 void registerPipelines();
 
 } // namespace mlir::smla

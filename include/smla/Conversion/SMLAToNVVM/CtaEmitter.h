@@ -1,0 +1,77 @@
+//===- CtaEmitter.h - helpers for CTA-cooperative code ----------*- C++ -*-===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+// Shared by the tile-op lowerings of smla-lower-to-nvvm: loops that spread
+// work over the threads of a CTA, constants, and the per-lane view of the
+// index, mask and live vectors (a vector of B lanes is never materialized
+// in registers; each use re-evaluates the lane it needs).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SMLA_CONVERSION_SMLATONVVM_CTAEMITTER_H
+#define SMLA_CONVERSION_SMLATONVVM_CTAEMITTER_H
+
+#include "smla/Conversion/SMLAToNVVM/SMLAToNVVM.h"
+
+#include <functional>
+
+namespace mlir::smla {
+
+/// Scalar value of lane `lane` of a vector produced by a lowered op.
+using LaneFn = std::function<Value(OpBuilder &, Location, Value lane)>;
+
+struct CtaEmitter {
+  CtaEmitter(OpBuilder &b, Location loc, Value tid, int64_t threads)
+      : b(b), loc(loc), tid(tid), threads(threads) {}
+
+  Value index(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value f32(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value i32(int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  }
+
+  /// for (e = tid; e < n; e += threads) body(e)
+  void ctaLoop(Value n, function_ref<void(OpBuilder &, Value)> body) {
+    scf::ForOp::create(b, loc, tid, n, index(threads), ValueRange{},
+                       [&](OpBuilder &nb, Location l, Value e, ValueRange) {
+                         body(nb, e);
+                         scf::YieldOp::create(nb, l);
+                       });
+  }
+  void ctaLoop(int64_t n, function_ref<void(OpBuilder &, Value)> body) {
+    ctaLoop(index(n), body);
+  }
+  void barrier() { gpu::BarrierOp::create(b, loc); }
+
+  OpBuilder &b;
+  Location loc;
+  Value tid;
+  int64_t threads;
+};
+
+/// acc = init; for (iv = lb; iv < ub; iv += step) acc = fn(iv, acc)
+Value emitReduce(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
+                 Value init,
+                 function_ref<Value(OpBuilder &, Value, Value)> fn);
+
+/// Loads `n` consecutive elements at `indices` and widens them to f32.
+Value loadVecF32(OpBuilder &b, Location loc, Value memref, ValueRange indices,
+                 int64_t n);
+
+/// Head index g * hg + h.
+Value headIndex(OpBuilder &b, Location loc, Value group, int64_t hg, Value h);
+
+/// Emits `if (cond && counters != null) counters[slot] += 1` (atomic).
+void emitCount(OpBuilder &b, Location loc, Value counters, int64_t slot,
+               Value cond);
+
+/// tile_dot and dq_accumulate, on CUDA cores or on tensor cores (mma.sync).
+void lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma);
+void lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma);
+
+} // namespace mlir::smla
+
+#endif // SMLA_CONVERSION_SMLATONVVM_CTAEMITTER_H

@@ -1,0 +1,72 @@
+//===- SMLAToNVVM.h - smla tile IR to CUDA kernels --------------*- C++ -*-===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+// The GPU code generation path (docs/codegen.md): smla-gpu-map outlines the
+// guarded loop nest into gpu.funcs, smla-allocate-smem places the scratch
+// tiles in dynamic shared memory, smla-verify-smem proves no two live tiles
+// share bytes, and smla-lower-to-nvvm turns each tile op into
+// CTA-cooperative gpu/nvgpu/nvvm code.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SMLA_CONVERSION_SMLATONVVM_SMLATONVVM_H
+#define SMLA_CONVERSION_SMLATONVVM_SMLATONVVM_H
+
+#include "smla/Dialect/SMLA/IR/SMLA.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::smla {
+
+#define GEN_PASS_DECL_SMLAGPUMAP
+#define GEN_PASS_DECL_SMLAALLOCATESMEM
+#define GEN_PASS_DECL_SMLAVERIFYSMEM
+#define GEN_PASS_DECL_SMLALOWERTONVVM
+#include "smla/Conversion/Passes.h.inc"
+
+/// Name of the `.extern .shared` buffer every kernel carves its tiles from.
+constexpr llvm::StringLiteral kSmemGlobal = "smla_smem";
+/// Kernel attributes read by smla-compile to write the manifest.
+constexpr llvm::StringLiteral kDynamicSmemAttr = "smla.dynamic_smem";
+constexpr llvm::StringLiteral kKernelKindAttr = "smla.kind";
+constexpr llvm::StringLiteral kParamNamesAttr = "smla.params";
+constexpr llvm::StringLiteral kGridAttr = "smla.grid";
+/// Largest dynamic shared memory one CTA may use on sm_90 (227 KiB).
+constexpr int64_t kMaxDynamicSmem = 232448;
+
+/// A half-open interval of positions in a linear walk of a gpu.func body.
+struct LiveRange {
+  int64_t begin = 0, end = 0;
+  bool overlaps(const LiveRange &o) const {
+    return begin < o.end && o.begin < end;
+  }
+};
+
+/// Live range of a buffer `buffer` (and of every view derived from it)
+/// within `func`, with positions from `order` (pre-order walk numbering).
+/// Conservative: any use inside a loop that the buffer is also used outside
+/// of, or whose first use in the loop body may read it, covers the loop.
+LiveRange computeLiveRange(Value buffer,
+                           const llvm::DenseMap<Operation *, int64_t> &order);
+
+/// Pre-order numbering of every op nested in `root`, plus, for each op, the
+/// number one past its last nested op (stored under the same key in `ends`).
+void numberOps(Operation *root, llvm::DenseMap<Operation *, int64_t> &order,
+               llvm::DenseMap<Operation *, int64_t> &ends);
+
+} // namespace mlir::smla
+
+#endif // SMLA_CONVERSION_SMLATONVVM_SMLATONVVM_H

@@ -1,0 +1,76 @@
+//===- KernelSpec.h - one AOT kernel configuration --------------*- C++ -*-===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+// smla-compile turns a configuration string such as
+//   d=512,dt=64,heads=16,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
+// into an smla.sparse_attention_bwd function, compiles it, and describes
+// the resulting kernels in the manifest (runtime/MANIFEST.md).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SMLA_TARGET_KERNELSPEC_H
+#define SMLA_TARGET_KERNELSPEC_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/JSON.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mlir::smla {
+
+struct KernelSpec {
+  int64_t d = 512, dt = 64, heads = 16, groups = 1, block = 64;
+  bool lseBase2 = true, positions = false, dqF32 = false, dkvF32 = false;
+  /// Softmax scale baked into the kernel; 0 means 1/sqrt(d + dt).
+  double smScale = 0;
+
+  double scale() const;
+  /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.
+  std::string name() const;
+  /// The function holding the whole op, in MLIR text.
+  std::string source() const;
+  /// The "config" object of a manifest entry.
+  llvm::json::Object manifestConfig() const;
+};
+
+/// Parses `key=value,...`; on error returns std::nullopt and sets `error`
+/// to a message naming the offending key.
+std::optional<KernelSpec> parseKernelSpec(llvm::StringRef text,
+                                          std::string &error);
+
+/// What smla-compile records about one gpu.func before it is lowered.
+struct KernelInfo {
+  std::string entry, kind;
+  std::vector<std::string> params, grid;
+  int64_t threads = 0, dynamicSmem = 0;
+};
+
+/// The kernels of the `gpu.module`s in `module`, from the attributes
+/// smla-gpu-map and smla-allocate-smem put on each gpu.func.
+std::vector<KernelInfo> collectKernelInfo(ModuleOp module);
+
+/// The PTX text of the first gpu.binary in `module` (format=isa).
+std::optional<std::string> extractPtx(ModuleOp module);
+
+/// Per-entry resource usage parsed from `ptxas -v`.
+struct PtxasUsage {
+  std::string entry;
+  int64_t registers = -1, spillStores = -1, spillLoads = -1, stackFrame = -1;
+};
+std::vector<PtxasUsage> parsePtxasReport(llvm::StringRef log);
+
+/// Runs `ptxas -arch=sm_90a -v ptx -o cubin`; returns its stderr+stdout in
+/// `log`, false (with `log` explaining) on failure.
+bool runPtxas(llvm::StringRef ptxas, llvm::StringRef ptxPath,
+              llvm::StringRef cubinPath, std::string &log);
+
+/// Lower-case hex SHA-256 of `bytes`.
+std::string sha256Hex(llvm::StringRef bytes);
+
+} // namespace mlir::smla
+
+#endif // SMLA_TARGET_KERNELSPEC_H

@@ -1,0 +1,344 @@
+//===- GpuMap.cpp - guarded tile loop nest -> gpu.funcs -------------------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+// One CTA per (token, group): the decomposed loop nest's `t` and `g` loops
+// become the grid, the top-k block loop stays inside the CTA. The tile ops
+// are cloned unchanged; only the values they read change: kernel
+// parameters are bare pointers, re-shaped into the original dynamically
+// sized memrefs with memref.reinterpret_cast, and scratch allocas move to
+// the workgroup address space.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Conversion/Passes.h"
+
+#include "mlir/Transforms/RegionUtils.h"
+
+namespace mlir::smla {
+#define GEN_PASS_DEF_SMLAGPUMAP
+#include "smla/Conversion/Passes.h.inc"
+} // namespace mlir::smla
+
+using namespace mlir;
+using namespace mlir::smla;
+
+namespace {
+/// Kernel parameters are flat pointers; this static length is never used
+/// for addressing (the bare-pointer ABI drops it).
+constexpr int64_t kFlatLength = 2147483647;
+
+/// The role of each function argument, found from the tile ops using it.
+struct Roles {
+  Value q, kv, o, dout, indices, lse, positions, dq, dkvAccum, dkv, counters;
+  /// (name, value) in parameter order; null values are absent.
+  SmallVector<std::pair<StringRef, Value>> ordered() const {
+    return {{"q", q},
+            {"kv", kv},
+            {"o", o},
+            {"do", dout},
+            {"indices", indices},
+            {"lse", lse},
+            {"q_positions", positions},
+            {"dq", dq},
+            {"dkv_accum", dkvAccum},
+            {"counters", counters}};
+  }
+};
+
+FailureOr<Roles> findRoles(func::FuncOp func) {
+  Roles r;
+  func.walk([&](Operation *op) {
+    if (auto o = dyn_cast<GatherOp>(op))
+      r.kv = o.getKv();
+    else if (auto o = dyn_cast<ScatterDkvOp>(op)) {
+      r.q = o.getQ();
+      r.dout = o.getDout();
+      r.dkvAccum = o.getDkv();
+    } else if (auto o = dyn_cast<DeltaOp>(op))
+      r.o = o.getO();
+    else if (auto o = dyn_cast<IndexLoadOp>(op)) {
+      r.indices = o.getIndices();
+      if (o.getCounters())
+        r.counters = o.getCounters();
+      if (Value limit = o.getLimit())
+        if (auto load = limit.getDefiningOp<memref::LoadOp>())
+          r.positions = load.getMemRef();
+    } else if (auto o = dyn_cast<RowLiveOp>(op))
+      r.lse = o.getLse();
+    else if (auto o = dyn_cast<StoreDqOp>(op))
+      r.dq = o.getDq();
+    else if (auto o = dyn_cast<CastDkvOp>(op))
+      r.dkv = o.getDkv();
+  });
+  for (auto [name, v] : r.ordered()) {
+    bool optional = name == "q_positions" || name == "counters";
+    if (!v && optional)
+      continue;
+    if (!v || !isa<BlockArgument>(v) ||
+        cast<BlockArgument>(v).getOwner()->getParentOp() != func)
+      return func.emitOpError()
+             << "cannot map to the GPU: the '" << name
+             << "' tensor of the tile ops is not a function argument";
+  }
+  return r;
+}
+
+/// Run-time sizes of a kernel, as index values.
+struct Sizes {
+  Value tokens, keys, topk;
+};
+
+/// `memref.reinterpret_cast` of the flat pointer `flat` to `type` (the
+/// original argument type, identity layout), whose dynamic sizes are T or
+/// S_kv (dim 0) and K (dim 2 of indices).
+Value reshape(OpBuilder &b, Location loc, Value flat, MemRefType type,
+              Value dim0, Value dim2) {
+  SmallVector<OpFoldResult> sizes, strides(type.getRank());
+  for (int64_t i = 0; i < type.getRank(); ++i) {
+    if (!type.isDynamicDim(i))
+      sizes.push_back(b.getIndexAttr(type.getDimSize(i)));
+    else
+      sizes.push_back(i == 0 ? dim0 : dim2);
+  }
+  OpFoldResult stride = b.getIndexAttr(1);
+  for (int64_t i = type.getRank() - 1; i >= 0; --i) {
+    strides[i] = stride;
+    auto s = getConstantIntValue(stride), n = getConstantIntValue(sizes[i]);
+    if (s && n) {
+      stride = b.getIndexAttr(*s * *n);
+    } else {
+      auto v = [&](OpFoldResult f) -> Value {
+        if (auto val = dyn_cast<Value>(f))
+          return val;
+        return arith::ConstantIndexOp::create(b, loc, *getConstantIntValue(f));
+      };
+      stride = arith::MulIOp::create(b, loc, v(stride), v(sizes[i])).getResult();
+    }
+  }
+  return memref::ReinterpretCastOp::create(b, loc, type, flat,
+                                           b.getIndexAttr(0), sizes, strides);
+}
+
+class KernelBuilder {
+public:
+  KernelBuilder(gpu::GPUModuleOp module, int64_t threads)
+      : module(module), threads(threads) {}
+
+  /// A kernel with pointer parameters for `tensors` and i32 `scalars`.
+  gpu::GPUFuncOp create(StringRef name, StringRef kind,
+                        ArrayRef<std::pair<StringRef, Value>> tensors,
+                        ArrayRef<StringRef> scalars,
+                        ArrayRef<StringRef> grid) {
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    SmallVector<Type> types;
+    SmallVector<Attribute> names;
+    for (auto [n, v] : tensors) {
+      auto type = cast<MemRefType>(v.getType());
+      types.push_back(MemRefType::get({kFlatLength}, type.getElementType()));
+      names.push_back(b.getStringAttr(n));
+    }
+    for (StringRef n : scalars) {
+      types.push_back(b.getI32Type());
+      names.push_back(b.getStringAttr(n));
+    }
+    auto func = gpu::GPUFuncOp::create(b, module.getLoc(), name,
+                                       b.getFunctionType(types, {}));
+    func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+    func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
+        {static_cast<int32_t>(threads), 1, 1}));
+    func->setAttr(kKernelKindAttr, b.getStringAttr(kind));
+    func->setAttr(kParamNamesAttr, b.getArrayAttr(names));
+    SmallVector<Attribute> gridAttrs;
+    for (StringRef g : grid)
+      gridAttrs.push_back(b.getStringAttr(g));
+    func->setAttr(kGridAttr, b.getArrayAttr(gridAttrs));
+    return func;
+  }
+
+  gpu::GPUModuleOp module;
+  int64_t threads;
+};
+
+/// Views of the kernel parameters in the original types, and the sizes.
+Sizes bindParams(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
+                 ArrayRef<std::pair<StringRef, Value>> tensors,
+                 ArrayRef<StringRef> scalars, IRMapping &mapping) {
+  Block &entry = kernel.getBody().front();
+  Sizes s;
+  for (auto [i, name] : llvm::enumerate(scalars)) {
+    Value v = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(), entry.getArgument(tensors.size() + i));
+    (name == "T" ? s.tokens : name == "S_kv" ? s.keys : s.topk) = v;
+  }
+  for (auto [i, entryPair] : llvm::enumerate(tensors)) {
+    auto [name, v] = entryPair;
+    bool keyed = name == "kv" || name == "dkv_accum" || name == "dkv";
+    Value view = reshape(b, loc, entry.getArgument(i),
+                         cast<MemRefType>(v.getType()),
+                         keyed ? s.keys : s.tokens, s.topk);
+    mapping.map(v, view);
+  }
+  return s;
+}
+
+/// Clones the op defining `v` (and, first, what it depends on) unless `v`
+/// is already mapped.
+LogicalResult cloneDefinition(OpBuilder &b, Value v, IRMapping &mapping) {
+  if (mapping.contains(v))
+    return success();
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getNumRegions())
+    return failure();
+  for (Value operand : def->getOperands())
+    if (failed(cloneDefinition(b, operand, mapping)))
+      return failure();
+  b.clone(*def, mapping);
+  return success();
+}
+
+/// The `g` loop: the scf.for directly in the token loop's body.
+scf::ForOp findGroupLoop(scf::ForOp tokenLoop) {
+  for (auto loop : tokenLoop.getBody()->getOps<scf::ForOp>())
+    return loop;
+  return {};
+}
+
+LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
+                          int64_t threads) {
+  FailureOr<Roles> roles = findRoles(func);
+  if (failed(roles))
+    return failure();
+  scf::ForOp tokenLoop;
+  for (auto loop : func.getBody().front().getOps<scf::ForOp>())
+    tokenLoop = loop;
+  scf::ForOp groupLoop = tokenLoop ? findGroupLoop(tokenLoop) : scf::ForOp();
+  if (!groupLoop)
+    return func.emitOpError()
+           << "cannot map to the GPU: expected the token loop and the group "
+              "loop of smla-decompose";
+  auto kvType = cast<MemRefType>(roles->kv.getType());
+  int64_t groups = kvType.getDimSize(1);
+  Location loc = func.getLoc();
+  KernelBuilder kb(module, threads);
+  SmallVector<std::pair<StringRef, Value>> tensors;
+  for (auto entry : roles->ordered())
+    if (entry.second)
+      tensors.push_back(entry);
+  SmallVector<StringRef> scalars{"T", "S_kv", "K"};
+  std::string G = std::to_string(groups);
+
+  // The backward kernel: grid (T, G).
+  {
+    gpu::GPUFuncOp kernel =
+        kb.create((func.getName() + "_bwd").str(), "bwd", tensors, scalars,
+                  {"T", G, "1"});
+    OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
+    IRMapping mapping;
+    bindParams(b, loc, kernel, tensors, scalars, mapping);
+    Value t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value g = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+    for (auto alloca : func.getBody().front().getOps<memref::AllocaOp>()) {
+      MemRefType type = alloca.getType();
+      auto wg = MemRefType::get(
+          type.getShape(), type.getElementType(), MemRefLayoutAttrInterface{},
+          gpu::AddressSpaceAttr::get(b.getContext(),
+                                     gpu::AddressSpace::Workgroup));
+      mapping.map(alloca.getResult(),
+                  memref::AllocaOp::create(b, alloca.getLoc(), wg).getResult());
+    }
+    SetVector<Value> above;
+    getUsedValuesDefinedAbove(tokenLoop.getRegion(), above);
+    for (Value v : above)
+      if (failed(cloneDefinition(b, v, mapping)))
+        return tokenLoop.emitOpError()
+               << "cannot map to the GPU: uses a value computed by an op "
+                  "with regions outside the token loop";
+    mapping.map(tokenLoop.getInductionVar(), t);
+    mapping.map(groupLoop.getInductionVar(), g);
+    for (Operation &op : tokenLoop.getBody()->without_terminator()) {
+      if (&op != groupLoop.getOperation()) {
+        b.clone(op, mapping);
+        continue;
+      }
+      for (Operation &inner : groupLoop.getBody()->without_terminator())
+        b.clone(inner, mapping);
+    }
+    gpu::ReturnOp::create(b, loc);
+  }
+
+  // The dKV accumulator's zero fill and its final cast: one CTA per kv row.
+  auto rowKernel = [&](StringRef suffix, StringRef kind,
+                       ArrayRef<std::pair<StringRef, Value>> ptrs,
+                       function_ref<void(OpBuilder &, ArrayRef<Value>)> body) {
+    gpu::GPUFuncOp kernel = kb.create((func.getName() + suffix).str(), kind,
+                                      ptrs, {"S_kv"}, {"S_kv", "1", "1"});
+    OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
+    IRMapping mapping;
+    bindParams(b, loc, kernel, ptrs, {"S_kv"}, mapping);
+    Value row = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    SmallVector<Value> rows;
+    for (auto [name, v] : ptrs) {
+      auto type = cast<MemRefType>(v.getType());
+      SmallVector<OpFoldResult> offsets{row, b.getIndexAttr(0),
+                                        b.getIndexAttr(0)};
+      SmallVector<OpFoldResult> sizes{b.getIndexAttr(1),
+                                      b.getIndexAttr(type.getDimSize(1)),
+                                      b.getIndexAttr(type.getDimSize(2))};
+      SmallVector<OpFoldResult> strides(3, b.getIndexAttr(1));
+      rows.push_back(memref::SubViewOp::create(b, loc, mapping.lookup(v),
+                                               offsets, sizes, strides));
+    }
+    body(b, rows);
+    gpu::ReturnOp::create(b, loc);
+  };
+  rowKernel("_dkv_zero", "dkv_zero", {{"dkv_accum", roles->dkvAccum}},
+            [&](OpBuilder &b, ArrayRef<Value> rows) {
+              Value zero =
+                  arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+              linalg::FillOp::create(b, loc, ValueRange{zero},
+                                     ValueRange{rows[0]});
+            });
+  if (roles->dkv)
+    rowKernel("_dkv_cast", "dkv_cast",
+              {{"dkv_accum", roles->dkvAccum}, {"dkv", roles->dkv}},
+              [&](OpBuilder &b, ArrayRef<Value> rows) {
+                CastDkvOp::create(b, loc, rows[0], rows[1]);
+              });
+  func.erase();
+  return success();
+}
+
+struct SMLAGpuMapPass
+    : public mlir::smla::impl::SMLAGpuMapBase<SMLAGpuMapPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (threads <= 0 || threads % 32 || threads > 1024) {
+      module.emitError() << "smla-gpu-map: threads must be a positive "
+                            "multiple of 32, at most 1024; got "
+                         << threads;
+      return signalPassFailure();
+    }
+    SmallVector<func::FuncOp> funcs;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      bool hasTiles = false;
+      func.walk([&](Operation *op) {
+        hasTiles |= isa<SMLADialect>(op->getDialect());
+      });
+      if (hasTiles)
+        funcs.push_back(func);
+    }
+    if (funcs.empty())
+      return;
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(&getContext()));
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    auto gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(),
+                                              "smla_kernels");
+    for (func::FuncOp func : funcs)
+      if (failed(mapFunction(func, gpuModule, threads)))
+        return signalPassFailure();
+  }
+};
+} // namespace

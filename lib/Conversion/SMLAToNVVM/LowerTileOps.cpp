@@ -1,0 +1,537 @@
+//===- LowerTileOps.cpp - smla tile ops to CTA-cooperative code -----------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+// Every tile op inside a gpu.func becomes code that all threads of the CTA
+// run, followed by a barrier. The guards stay explicit: the gather's
+// cp.async reads from row select(mask, idx, 0) with a source size of
+// select(mask, 16, 0) bytes; the scatter's red.global.add.v4.f32 is
+// predicated by the mask; exp2 is fed by a clamp and consumed by a select.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Conversion/Passes.h"
+#include "smla/Conversion/SMLAToNVVM/CtaEmitter.h"
+
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::smla {
+#define GEN_PASS_DEF_SMLALOWERTONVVM
+#include "smla/Conversion/Passes.h.inc"
+} // namespace mlir::smla
+
+using namespace mlir;
+using namespace mlir::smla;
+
+Value mlir::smla::emitReduce(
+    OpBuilder &b, Location loc, Value lb, Value ub, Value step, Value init,
+    function_ref<Value(OpBuilder &, Value, Value)> fn) {
+  auto loop = scf::ForOp::create(
+      b, loc, lb, ub, step, ValueRange{init},
+      [&](OpBuilder &nb, Location l, Value iv, ValueRange args) {
+        scf::YieldOp::create(nb, l, fn(nb, iv, args[0]));
+      });
+  return loop.getResult(0);
+}
+
+Value mlir::smla::loadVecF32(OpBuilder &b, Location loc, Value memref,
+                             ValueRange indices, int64_t n) {
+  Type elem = cast<MemRefType>(memref.getType()).getElementType();
+  Value v = vector::LoadOp::create(b, loc, VectorType::get({n}, elem), memref,
+                                   indices);
+  if (elem.isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, VectorType::get({n}, b.getF32Type()),
+                               v);
+}
+
+Value mlir::smla::headIndex(OpBuilder &b, Location loc, Value group,
+                            int64_t hg, Value h) {
+  Value base = arith::MulIOp::create(
+      b, loc, group, arith::ConstantIndexOp::create(b, loc, hg));
+  return arith::AddIOp::create(b, loc, base, h);
+}
+
+void mlir::smla::emitCount(OpBuilder &b, Location loc, Value counters,
+                           int64_t slot, Value cond) {
+  if (!counters)
+    return;
+  Value ptr =
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, counters);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value present =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, ptr, zero);
+  Value fire = arith::AndIOp::create(b, loc, cond, present);
+  scf::IfOp::create(b, loc, fire, [&](OpBuilder &nb, Location l) {
+    Value one = arith::ConstantOp::create(nb, l, nb.getI64IntegerAttr(1));
+    Value at = arith::ConstantIndexOp::create(nb, l, slot);
+    memref::AtomicRMWOp::create(nb, l, arith::AtomicRMWKind::addi, one,
+                                counters, ValueRange{at});
+    scf::YieldOp::create(nb, l);
+  });
+}
+
+namespace {
+/// Lowers the tile ops of one gpu.func.
+class FuncLowering {
+public:
+  FuncLowering(gpu::GPUFuncOp func, bool mma) : func(func), mma(mma) {
+    auto block = func.getKnownBlockSize();
+    threads = block ? (*block)[0] : 256;
+  }
+
+  LogicalResult run() {
+    SmallVector<Operation *> ops;
+    func.walk([&](Operation *op) {
+      if (isa<SMLADialect>(op->getDialect()) || isa<linalg::FillOp>(op))
+        ops.push_back(op);
+    });
+    if (ops.empty())
+      return success();
+    OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+    tid = gpu::ThreadIdOp::create(b, func.getLoc(), gpu::Dimension::x);
+    for (Operation *op : ops)
+      if (failed(lower(op)))
+        return failure();
+    for (Operation *op : llvm::reverse(ops)) {
+      if (!op->use_empty())
+        return op->emitOpError() << "still has uses after lowering";
+      op->erase();
+    }
+    return success();
+  }
+
+private:
+  LogicalResult lower(Operation *op) {
+    OpBuilder b(op);
+    CtaEmitter e(b, op->getLoc(), tid, threads);
+    return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+        .Case<IndexLoadOp, IndexMaskOp, RowLiveOp, GatherOp, SoftmaxOp,
+              DScoresOp, ScatterDkvOp, DeltaOp, StoreDqOp, CastDkvOp,
+              linalg::FillOp>([&](auto typed) { return lowerOp(e, typed); })
+        .Case([&](TileDotOp typed) {
+          lowerTileDot(e, typed, mma);
+          return success();
+        })
+        .Case([&](DqAccumulateOp typed) {
+          lowerDqAccumulate(e, typed, mma);
+          return success();
+        })
+        .Default([](Operation *o) {
+          return o->emitOpError() << "has no GPU lowering";
+        });
+  }
+
+  Value lane(Value vec, OpBuilder &b, Location loc, Value j) {
+    return lanes.lookup(vec)(b, loc, j);
+  }
+
+  LogicalResult lowerOp(CtaEmitter &, IndexLoadOp op) {
+    Value indices = op.getIndices(), t = op.getToken(), g = op.getGroup();
+    Value offset = op.getOffset();
+    lanes[op.getResult()] = [=](OpBuilder &b, Location loc, Value j) {
+      // Lanes past K read nothing: their load goes to slot `offset` (< K)
+      // and the value is replaced by -1.
+      Value k = memref::DimOp::create(b, loc, indices, 2);
+      Value at = arith::AddIOp::create(b, loc, offset, j);
+      Value inside =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, at, k);
+      Value safe = arith::SelectOp::create(b, loc, inside, at, offset);
+      Value v = memref::LoadOp::create(b, loc, indices, ValueRange{t, g, safe});
+      Value pad = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(-1));
+      return arith::SelectOp::create(b, loc, inside, v, pad).getResult();
+    };
+    return success();
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, IndexMaskOp op) {
+    Value idxVec = op.getIndices(), bound = op.getBound();
+    Value lanesN = op.getLanes(), limit = op.getLimit();
+    LaneFn idxLane = lanes.lookup(idxVec);
+    auto inLane = [=](OpBuilder &b, Location loc, Value j) -> Value {
+      return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, j,
+                                   lanesN);
+    };
+    LaneFn valid = [=](OpBuilder &b, Location loc, Value j) -> Value {
+      Value raw = idxLane(b, loc, j);
+      Value idx = arith::IndexCastOp::create(b, loc, b.getIndexType(), raw);
+      Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+      Value ok = arith::AndIOp::create(
+          b, loc,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, idx, zero),
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, idx,
+                                bound));
+      ok = arith::AndIOp::create(b, loc, ok, inLane(b, loc, j));
+      if (limit) {
+        Value lim = arith::IndexCastOp::create(b, loc, b.getIndexType(), limit);
+        ok = arith::AndIOp::create(
+            b, loc, ok,
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, idx,
+                                  lim));
+      }
+      return ok;
+    };
+    lanes[op.getMask()] = valid;
+    if (Value counters = op.getCounters()) {
+      int64_t block = op.getIndices().getType().getNumElements();
+      e.ctaLoop(block, [&](OpBuilder &b, Value j) {
+        Value ok = valid(b, e.loc, j);
+        Value one = arith::ConstantOp::create(b, e.loc, b.getBoolAttr(true));
+        Value bad = arith::AndIOp::create(
+            b, e.loc, arith::XOrIOp::create(b, e.loc, ok, one),
+            inLane(b, e.loc, j));
+        emitCount(b, e.loc, counters, kInvalidSlots, bad);
+      });
+    }
+    return success();
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, RowLiveOp op) {
+    int64_t hg = op.getLive().getType().getNumElements();
+    Value lse = op.getLse(), t = op.getToken(), g = op.getGroup();
+    LaneFn live = [=](OpBuilder &b, Location loc, Value h) -> Value {
+      Value head = headIndex(b, loc, g, hg, h);
+      Value v = memref::LoadOp::create(b, loc, lse, ValueRange{t, head});
+      Value mag = math::AbsFOp::create(b, loc, v);
+      Value inf = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(INFINITY));
+      // Ordered: false for +-inf and NaN.
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, mag,
+                                   inf);
+    };
+    lanes[op.getLive()] = live;
+    if (Value counters = op.getCounters())
+      e.ctaLoop(hg, [&](OpBuilder &b, Value h) {
+        Value one = arith::ConstantOp::create(b, e.loc, b.getBoolAttr(true));
+        Value dead = arith::XOrIOp::create(b, e.loc, live(b, e.loc, h), one);
+        emitCount(b, e.loc, counters, kDeadRows, dead);
+      });
+    return success();
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, GatherOp op) {
+    MemRefType tile = op.getTile().getType();
+    if (!tile.getElementType().isBF16() || tile.getDimSize(1) % 8)
+      return op.emitOpError() << "GPU gather needs a bf16 tile whose width "
+                                 "is a multiple of 8";
+    int64_t rows = tile.getDimSize(0), chunks = tile.getDimSize(1) / 8;
+    Value kv = op.getKv(), g = op.getGroup(), dst = op.getTile();
+    e.ctaLoop(rows * chunks, [&](OpBuilder &b, Value q) {
+      Location loc = e.loc;
+      Value nChunks = arith::ConstantIndexOp::create(b, loc, chunks);
+      Value r = arith::DivUIOp::create(b, loc, q, nChunks);
+      Value col = arith::MulIOp::create(
+          b, loc, arith::RemUIOp::create(b, loc, q, nChunks),
+          arith::ConstantIndexOp::create(b, loc, 8));
+      Value valid = lane(op.getMask(), b, loc, r);
+      // An invalid slot is never turned into an address: its row is 0 and
+      // its source size 0, so cp.async writes 16 zero bytes.
+      Value raw = lane(op.getIndices(), b, loc, r);
+      Value zero32 = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+      Value safe = arith::SelectOp::create(b, loc, valid, raw, zero32);
+      Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), safe);
+      Value count = arith::SelectOp::create(
+          b, loc, valid, arith::ConstantIndexOp::create(b, loc, 8),
+          arith::ConstantIndexOp::create(b, loc, 0));
+      nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
+          ValueRange{r, col}, kv, ValueRange{row, g, col},
+          b.getIndexAttr(8), count, b.getUnitAttr());
+    });
+    Value group = nvgpu::DeviceAsyncCreateGroupOp::create(
+        e.b, e.loc, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()),
+        ValueRange{});
+    nvgpu::DeviceAsyncWaitOp::create(e.b, e.loc, group,
+                                     e.b.getI32IntegerAttr(0));
+    e.barrier();
+    return success();
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, SoftmaxOp op) {
+    if (!op.isGuarded())
+      return op.emitOpError() << "is unguarded; run the smla-guarded "
+                                 "pipeline before the GPU lowering";
+    auto type = op.getScores().getType();
+    int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
+    const double log2e = 1.4426950408889634;
+    double k = op.getScale().convertToDouble() * log2e;
+    bool natural = op.getBase() == LseBase::BaseE;
+    double clamp = op.getClamp()->convertToDouble();
+    e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
+      Location loc = e.loc;
+      Value nb = arith::ConstantIndexOp::create(b, loc, block);
+      Value h = arith::DivUIOp::create(b, loc, q, nb);
+      Value j = arith::RemUIOp::create(b, loc, q, nb);
+      Value head = headIndex(b, loc, op.getGroup(), hg, h);
+      Value lse = memref::LoadOp::create(b, loc, op.getLse(),
+                                         ValueRange{op.getToken(), head});
+      if (natural)
+        lse = arith::MulFOp::create(
+            b, loc, lse,
+            arith::ConstantOp::create(b, loc, b.getF32FloatAttr(log2e)));
+      Value s = memref::LoadOp::create(b, loc, op.getScores(), ValueRange{h, j});
+      Value x2 = arith::SubFOp::create(
+          b, loc,
+          arith::MulFOp::create(
+              b, loc, s, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(k))),
+          lse);
+      Value bound = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(clamp));
+      Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
+      Value ex = math::Exp2Op::create(b, loc, xc);
+      Value ok = arith::AndIOp::create(b, loc, lane(op.getMask(), b, loc, j),
+                                       lane(op.getLive(), b, loc, h));
+      Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+      Value p = arith::SelectOp::create(b, loc, ok, ex, zero);
+      memref::StoreOp::create(b, loc, p, op.getProbs(), ValueRange{h, j});
+      if (Value counters = op.getCounters()) {
+        Value over =
+            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x2, bound);
+        emitCount(b, loc, counters, kClamped,
+                  arith::AndIOp::create(b, loc, ok, over));
+      }
+    });
+    e.barrier();
+    return success();
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, DScoresOp op) {
+    auto type = op.getProbs().getType();
+    int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
+    double scale = op.getScale().convertToDouble();
+    e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
+      Location loc = e.loc;
+      Value nb = arith::ConstantIndexOp::create(b, loc, block);
+      Value h = arith::DivUIOp::create(b, loc, q, nb);
+      Value j = arith::RemUIOp::create(b, loc, q, nb);
+      Value p = memref::LoadOp::create(b, loc, op.getProbs(), ValueRange{h, j});
+      Value dp = memref::LoadOp::create(b, loc, op.getDp(), ValueRange{h, j});
+      Value delta = memref::LoadOp::create(b, loc, op.getDelta(), ValueRange{h});
+      Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+      Value ds = arith::MulFOp::create(
+          b, loc,
+          arith::MulFOp::create(b, loc, p,
+                                arith::SubFOp::create(b, loc, dp, delta)),
+          arith::ConstantOp::create(b, loc, b.getF32FloatAttr(scale)));
+      // P == 0 (masked, dead or underflowed) gives exactly 0.
+      Value nonzero =
+          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, p, zero);
+      ds = arith::SelectOp::create(b, loc, nonzero, ds, zero);
+      memref::StoreOp::create(b, loc, ds, op.getDs(), ValueRange{h, j});
+    });
+    e.barrier();
+    return success();
+  }
+
+  /// sum_h coef[h, j] * rows[t, g*hg + h, c .. c+4), as vector<4xf32>.
+  static Value headSum(OpBuilder &b, Location loc, ScatterDkvOp op, Value coef,
+                       Value rows, Value j, Value c, Value init) {
+    int64_t hg = op.getDs().getType().getDimSize(0);
+    auto v4 = VectorType::get({4}, b.getF32Type());
+    Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
+    Value c1 = arith::ConstantIndexOp::create(b, loc, 1);
+    Value n = arith::ConstantIndexOp::create(b, loc, hg);
+    return emitReduce(
+        b, loc, c0, n, c1, init, [&](OpBuilder &b, Value h, Value acc) {
+          Value w = memref::LoadOp::create(b, loc, coef, ValueRange{h, j});
+          Value head = headIndex(b, loc, op.getGroup(), hg, h);
+          Value x = loadVecF32(b, loc, rows, {op.getToken(), head, c}, 4);
+          Value wv = vector::BroadcastOp::create(b, loc, v4, w);
+          return vector::FMAOp::create(b, loc, wv, x, acc);
+        });
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, ScatterDkvOp op) {
+    auto dkvType = op.getDkv().getType();
+    int64_t block = op.getDs().getType().getDimSize(1);
+    int64_t groups = dkvType.getDimSize(1), width = dkvType.getDimSize(2);
+    int64_t d = op.getDout().getType().getDimSize(2);
+    if (width % 4 || d % 4 || dkvType.isDynamicDim(1) ||
+        dkvType.isDynamicDim(2))
+      return op.emitOpError() << "GPU scatter needs static dkv widths that "
+                                 "are multiples of 4";
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(e.b, e.loc,
+                                                                op.getDkv());
+    e.ctaLoop(block * (width / 4), [&](OpBuilder &b, Value q) {
+      Location loc = e.loc;
+      Value nq = arith::ConstantIndexOp::create(b, loc, width / 4);
+      Value j = arith::DivUIOp::create(b, loc, q, nq);
+      Value c = arith::MulIOp::create(
+          b, loc, arith::RemUIOp::create(b, loc, q, nq),
+          arith::ConstantIndexOp::create(b, loc, 4));
+      auto v4 = VectorType::get({4}, b.getF32Type());
+      Value zeros = arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(v4, b.getF32FloatAttr(0)));
+      Value acc = headSum(b, loc, op, op.getDs(), op.getQ(), j, c, zeros);
+      Value inV = arith::CmpIOp::create(
+          b, loc, arith::CmpIPredicate::slt, c,
+          arith::ConstantIndexOp::create(b, loc, d));
+      auto ifOp = scf::IfOp::create(
+          b, loc, inV,
+          [&](OpBuilder &nb, Location l) {
+            scf::YieldOp::create(
+                nb, l, headSum(nb, l, op, op.getProbs(), op.getDout(), j, c,
+                               acc));
+          },
+          [&](OpBuilder &nb, Location l) { scf::YieldOp::create(nb, l, acc); });
+      acc = ifOp.getResult(0);
+      // A masked lane adds nothing and its index never becomes an address.
+      Value valid = lane(op.getMask(), b, loc, j);
+      Value raw = lane(op.getIndices(), b, loc, j);
+      Value zero32 = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+      Value row = arith::IndexCastOp::create(
+          b, loc, b.getIndexType(),
+          arith::SelectOp::create(b, loc, valid, raw, zero32));
+      Value elem = arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(
+              b, loc,
+              arith::AddIOp::create(
+                  b, loc,
+                  arith::MulIOp::create(
+                      b, loc, row,
+                      arith::ConstantIndexOp::create(b, loc, groups)),
+                  op.getGroup()),
+              arith::ConstantIndexOp::create(b, loc, width)),
+          c);
+      Value addr = arith::AddIOp::create(
+          b, loc, base,
+          arith::MulIOp::create(b, loc, elem,
+                                arith::ConstantIndexOp::create(b, loc, 4)));
+      Value addr64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
+      auto genericPtr = LLVM::LLVMPointerType::get(b.getContext());
+      auto globalPtr = LLVM::LLVMPointerType::get(b.getContext(), 1);
+      Value p = LLVM::IntToPtrOp::create(b, loc, genericPtr, addr64);
+      p = LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, p);
+      SmallVector<Value> operands{p};
+      for (int64_t i = 0; i < 4; ++i)
+        operands.push_back(vector::ExtractOp::create(b, loc, acc, i));
+      operands.push_back(valid);
+      LLVM::InlineAsmOp::create(
+          b, loc, TypeRange{}, operands,
+          "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};",
+          "l,f,f,f,f,b", /*has_side_effects=*/true, /*is_align_stack=*/false,
+          LLVM::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          ArrayAttr());
+    });
+    e.barrier();
+    return success();
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, DeltaOp op) {
+    int64_t hg = op.getDelta().getType().getDimSize(0);
+    int64_t d = op.getO().getType().getDimSize(2);
+    if (d % 8)
+      return op.emitOpError() << "GPU delta needs D to be a multiple of 8";
+    e.ctaLoop(hg, [&](OpBuilder &b, Value h) {
+      Location loc = e.loc;
+      auto v8 = VectorType::get({8}, b.getF32Type());
+      Value head = headIndex(b, loc, op.getGroup(), hg, h);
+      Value zeros = arith::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(v8, b.getF32FloatAttr(0)));
+      Value sum = emitReduce(
+          b, loc, arith::ConstantIndexOp::create(b, loc, 0),
+          arith::ConstantIndexOp::create(b, loc, d),
+          arith::ConstantIndexOp::create(b, loc, 8), zeros,
+          [&](OpBuilder &b, Value c, Value acc) {
+            Value o = loadVecF32(b, loc, op.getO(), {op.getToken(), head, c}, 8);
+            Value g = loadVecF32(b, loc, op.getDout(),
+                                 {op.getToken(), head, c}, 8);
+            return vector::FMAOp::create(b, loc, o, g, acc);
+          });
+      Value total = vector::ReductionOp::create(
+          b, loc, vector::CombiningKind::ADD, sum);
+      memref::StoreOp::create(b, loc, total, op.getDelta(), ValueRange{h});
+    });
+    e.barrier();
+    return success();
+  }
+
+  /// for every 4-wide chunk of the static shape `type`: fn(indices)
+  static void forEachChunk(CtaEmitter &e, MemRefType type,
+                           function_ref<void(OpBuilder &, ValueRange)> fn) {
+    ArrayRef<int64_t> shape = type.getShape();
+    int64_t chunks = type.getNumElements() / 4;
+    e.ctaLoop(chunks, [&](OpBuilder &b, Value q) {
+      SmallVector<Value> idx(shape.size());
+      Value rest = q;
+      for (int64_t i = shape.size() - 1; i >= 0; --i) {
+        int64_t n = i + 1 == (int64_t)shape.size() ? shape[i] / 4 : shape[i];
+        Value nv = arith::ConstantIndexOp::create(b, e.loc, n);
+        idx[i] = arith::RemUIOp::create(b, e.loc, rest, nv);
+        rest = arith::DivUIOp::create(b, e.loc, rest, nv);
+      }
+      idx.back() = arith::MulIOp::create(
+          b, e.loc, idx.back(), arith::ConstantIndexOp::create(b, e.loc, 4));
+      fn(b, idx);
+    });
+  }
+
+  static bool chunkable(MemRefType type) {
+    return type.hasStaticShape() && type.getDimSize(type.getRank() - 1) % 4 == 0;
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, linalg::FillOp op) {
+    auto type = dyn_cast<MemRefType>(op.getOutputs()[0].getType());
+    if (!type || !chunkable(type))
+      return op.emitOpError() << "GPU fill needs a static memref whose last "
+                                 "dimension is a multiple of 4";
+    Value value = op.getInputs()[0], out = op.getOutputs()[0];
+    auto vt = VectorType::get({4}, type.getElementType());
+    forEachChunk(e, type, [&](OpBuilder &b, ValueRange idx) {
+      Value v = vector::BroadcastOp::create(b, e.loc, vt, value);
+      vector::StoreOp::create(b, e.loc, v, out, idx);
+    });
+    e.barrier();
+    return success();
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, CastDkvOp op) {
+    MemRefType type = op.getAccum().getType();
+    if (!chunkable(type))
+      return op.emitOpError() << "GPU cast needs a static row slice";
+    auto vt = VectorType::get({4}, op.getDkv().getType().getElementType());
+    forEachChunk(e, type, [&](OpBuilder &b, ValueRange idx) {
+      Value v = loadVecF32(b, e.loc, op.getAccum(), idx, 4);
+      v = arith::TruncFOp::create(b, e.loc, vt, v);
+      vector::StoreOp::create(b, e.loc, v, op.getDkv(), idx);
+    });
+    return success();
+  }
+
+  LogicalResult lowerOp(CtaEmitter &e, StoreDqOp op) {
+    MemRefType acc = op.getAcc().getType();
+    int64_t hg = acc.getDimSize(0), w = acc.getDimSize(1);
+    if (!chunkable(acc))
+      return op.emitOpError() << "GPU store_dq needs a width multiple of 4";
+    Type elem = op.getDq().getType().getElementType();
+    forEachChunk(e, acc, [&](OpBuilder &b, ValueRange idx) {
+      Value v = vector::LoadOp::create(
+          b, e.loc, VectorType::get({4}, b.getF32Type()), op.getAcc(), idx);
+      if (!elem.isF32())
+        v = arith::TruncFOp::create(b, e.loc, VectorType::get({4}, elem), v);
+      Value head = headIndex(b, e.loc, op.getGroup(), hg, idx[0]);
+      vector::StoreOp::create(b, e.loc, v, op.getDq(),
+                              ValueRange{op.getToken(), head, idx[1]});
+    });
+    (void)w;
+    e.barrier();
+    return success();
+  }
+
+  gpu::GPUFuncOp func;
+  bool mma;
+  int64_t threads = 256;
+  Value tid;
+  DenseMap<Value, LaneFn> lanes;
+};
+
+struct SMLALowerToNVVMPass
+    : public mlir::smla::impl::SMLALowerToNVVMBase<SMLALowerToNVVMPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    for (auto func : getOperation().getOps<gpu::GPUFuncOp>())
+      if (failed(FuncLowering(func, mma).run()))
+        return signalPassFailure();
+  }
+};
+} // namespace

@@ -1,0 +1,162 @@
+//===- KernelSpec.cpp - AOT kernel configurations -------------------------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Target/KernelSpec.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::smla;
+
+double KernelSpec::scale() const {
+  return smScale > 0 ? smScale : 1.0 / std::sqrt(double(d + dt));
+}
+
+std::string KernelSpec::name() const {
+  return llvm::formatv("smla_d{0}_dt{1}_h{2}_g{3}_b{4}_{5}{6}_{7}_{8}", d, dt,
+                       heads, groups, block, lseBase2 ? "base2" : "natural",
+                       positions ? "_pos" : "", dqF32 ? "f32" : "bf16",
+                       dkvF32 ? "f32" : "bf16")
+      .str();
+}
+
+std::string KernelSpec::source() const {
+  int64_t w = d + dt;
+  std::string dq = dqF32 ? "f32" : "bf16";
+  auto m = [](llvm::StringRef shape, llvm::StringRef elem) {
+    return ("memref<" + shape + "x" + elem + ">").str();
+  };
+  std::string hw = llvm::formatv("?x{0}x{1}", heads, w).str();
+  std::string hd = llvm::formatv("?x{0}x{1}", heads, d).str();
+  std::string gw = llvm::formatv("?x{0}x{1}", groups, w).str();
+  std::string idx = llvm::formatv("?x{0}x?", groups).str();
+  std::string h = llvm::formatv("?x{0}", heads).str();
+  std::string args, op;
+  auto arg = [&](llvm::StringRef n, const std::string &type) {
+    args += (args.empty() ? "" : ", ") + ("%" + n + ": " + type).str();
+    op += (" " + n + "(%" + n + " : " + type + ")").str();
+  };
+  arg("q", m(hw, "bf16"));
+  arg("kv", m(gw, "bf16"));
+  arg("o", m(hd, "bf16"));
+  arg("dout", m(hd, "bf16"));
+  arg("indices", m(idx, "i32"));
+  arg("lse", m(h, "f32"));
+  if (positions)
+    arg("positions", m("?", "i32"));
+  arg("dq", m(hw, dq));
+  arg("dkv_accum", m(gw, "f32"));
+  if (!dkvF32)
+    arg("dkv", m(gw, "bf16"));
+  arg("counters", "memref<3xi64>");
+  std::string config = llvm::formatv(
+      "#smla.config<d = {0}, dt = {1}, heads = {2}, groups = {3}, block = "
+      "{4}, lseBase = {5}, positions = {6}, dqType = {7}, dkvType = {8}>",
+      d, dt, heads, groups, block, lseBase2 ? "base2" : "natural",
+      positions ? "true" : "false", dq, dkvF32 ? "f32" : "bf16");
+  return llvm::formatv("func.func @{0}({1}) {{\n  smla.sparse_attention_bwd"
+                       "{2} {{config = {3}, sm_scale = {4:e} : f32}\n  "
+                       "return\n}\n",
+                       name(), args, op, config, scale())
+      .str();
+}
+
+llvm::json::Object KernelSpec::manifestConfig() const {
+  llvm::json::Object o;
+  o["d"] = d;
+  o["dt"] = dt;
+  o["heads"] = heads;
+  o["groups"] = groups;
+  o["block"] = block;
+  if (lseBase2)
+    o["lse_base"] = 2;
+  else
+    o["lse_base"] = "e";
+  o["positions"] = positions;
+  o["dq_type"] = dqF32 ? "f32" : "bf16";
+  o["dkv_type"] = dkvF32 ? "f32" : "bf16";
+  o["sm_scale"] = scale();
+  return o;
+}
+
+std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
+                                                      std::string &error) {
+  KernelSpec s;
+  llvm::SmallVector<llvm::StringRef> items;
+  text.split(items, ',', -1, /*KeepEmpty=*/false);
+  auto fail = [&](const llvm::Twine &msg) {
+    error = msg.str();
+    return std::nullopt;
+  };
+  for (llvm::StringRef item : items) {
+    auto [key, value] = item.trim().split('=');
+    key = key.trim();
+    value = value.trim();
+    auto integer = [&](int64_t &slot) {
+      return !value.getAsInteger(10, slot);
+    };
+    auto boolean = [&](bool &slot) {
+      if (value == "1" || value == "true")
+        slot = true;
+      else if (value == "0" || value == "false")
+        slot = false;
+      else
+        return false;
+      return true;
+    };
+    auto type = [&](bool &isF32) {
+      if (value != "bf16" && value != "f32")
+        return false;
+      isF32 = value == "f32";
+      return true;
+    };
+    bool ok;
+    if (key == "d")
+      ok = integer(s.d);
+    else if (key == "dt")
+      ok = integer(s.dt);
+    else if (key == "heads")
+      ok = integer(s.heads);
+    else if (key == "groups")
+      ok = integer(s.groups);
+    else if (key == "block")
+      ok = integer(s.block);
+    else if (key == "positions")
+      ok = boolean(s.positions);
+    else if (key == "dq")
+      ok = type(s.dqF32);
+    else if (key == "dkv")
+      ok = type(s.dkvF32);
+    else if (key == "sm_scale")
+      ok = !value.getAsDouble(s.smScale) && s.smScale > 0;
+    else if (key == "lse") {
+      ok = value == "base2" || value == "natural" || value == "2" ||
+           value == "e";
+      s.lseBase2 = value == "base2" || value == "2";
+    } else
+      return fail("unknown configuration key '" + key +
+                  "' (expected d, dt, heads, groups, block, lse, positions, "
+                  "dq, dkv, sm_scale)");
+    if (!ok)
+      return fail("bad value '" + value + "' for configuration key '" + key +
+                  "'");
+  }
+  if (s.d < 16 || s.d % 16)
+    return fail("d must be a positive multiple of 16, got " + llvm::Twine(s.d));
+  if (s.dt < 0 || s.dt % 16)
+    return fail("dt must be a multiple of 16, got " + llvm::Twine(s.dt));
+  if (s.heads < 1 || s.groups < 1 || s.heads % s.groups)
+    return fail("heads (" + llvm::Twine(s.heads) +
+                ") must be a positive multiple of groups (" +
+                llvm::Twine(s.groups) + ")");
+  if (s.block < 16 || s.block > 256 || s.block % 16)
+    return fail("block must be a multiple of 16 in [16, 256], got " +
+                llvm::Twine(s.block));
+  return s;
+}

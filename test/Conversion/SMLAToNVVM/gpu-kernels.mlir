@@ -1,0 +1,32 @@
+// RUN: smla-opt --smla-gpu-kernels %s | FileCheck %s
+
+// The guarded tile IR mapped onto kernels: every cp.async reads from
+// select(mask, idx, 0) with a source count select(mask, 8, 0); every exp2 is
+// fed by a clamp and consumed by the (mask && live) select; every
+// red.global.add.v4.f32 is predicated by the mask that also zeroes its row.
+
+// CHECK: gpu.module @smla_kernels
+// CHECK: memref.global "public" @smla_smem : memref<0xi8, #gpu.address_space<workgroup>>
+// CHECK-LABEL: gpu.func @small_bwd
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK-SAME: smla.dynamic_smem = 4480
+// CHECK-SAME: smla.grid = ["T", "2", "1"], smla.kind = "bwd"
+// CHECK: %[[SAFE:[0-9]+]] = arith.select %[[M:[0-9]+]], %{{[0-9]+}}, %c0_i32 : i32
+// CHECK: %[[ROW:[0-9]+]] = arith.index_cast %[[SAFE]] : i32 to index
+// CHECK: %[[N:[0-9]+]] = arith.select %[[M]], %c8{{.*}}, %c0{{.*}} : index
+// CHECK: nvgpu.device_async_copy %{{.*}}[%[[ROW]], %block_id_y, %{{[0-9]+}}], %view[%{{[0-9]+}}, %{{[0-9]+}}], 8, %[[N]] {bypassL1}
+// CHECK: nvgpu.device_async_wait
+// CHECK-NEXT: gpu.barrier
+// CHECK: %[[XC:[0-9]+]] = arith.minimumf %{{[0-9]+}}, %{{.*}} : f32
+// CHECK-NEXT: %[[E:[0-9]+]] = math.exp2 %[[XC]] : f32
+// CHECK: arith.select %{{[0-9]+}}, %[[E]], %{{.*}} : f32
+// CHECK: arith.select %[[SM:[0-9]+]], %{{[0-9]+}}, %c0_i32 : i32
+// CHECK: llvm.inline_asm has_side_effects asm_dialect = att "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b" %{{.*}}, %[[SM]] : (!llvm.ptr<1>, f32, f32, f32, f32, i1) -> ()
+// CHECK-LABEL: gpu.func @small_dkv_zero
+// CHECK-SAME: smla.kind = "dkv_zero"
+// CHECK-LABEL: gpu.func @small_dkv_cast
+// CHECK-SAME: smla.kind = "dkv_cast"
+func.func @small(%q: memref<?x4x96xbf16>, %kv: memref<?x2x96xbf16>, %o: memref<?x4x64xbf16>, %dout: memref<?x4x64xbf16>, %indices: memref<?x2x?xi32>, %lse: memref<?x4xf32>, %dq: memref<?x4x96xbf16>, %dkv_accum: memref<?x2x96xf32>, %dkv: memref<?x2x96xbf16>) {
+  smla.sparse_attention_bwd q(%q : memref<?x4x96xbf16>) kv(%kv : memref<?x2x96xbf16>) o(%o : memref<?x4x64xbf16>) dout(%dout : memref<?x4x64xbf16>) indices(%indices : memref<?x2x?xi32>) lse(%lse : memref<?x4xf32>) dq(%dq : memref<?x4x96xbf16>) dkv_accum(%dkv_accum : memref<?x2x96xf32>) dkv(%dkv : memref<?x2x96xbf16>) {config = #smla.config<d = 64, dt = 32, heads = 4, groups = 2, block = 16, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>, sm_scale = 0.102 : f32}
+  return
+}

@@ -1,0 +1,194 @@
+//===- smla-compile.cpp - kernel configs -> cubins + manifest -------------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+// For each --config, builds the smla.sparse_attention_bwd function, runs
+// the smla-gpu pipeline in process, extracts the PTX, assembles it with
+// ptxas -arch=sm_90a, refuses spills (unless --allow-spills), and writes
+//   <out>/<name>.ptx, <out>/<name>.cubin, <out>/manifest.json
+// The manifest format is described in runtime/MANIFEST.md.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Conversion/Passes.h"
+#include "smla/Dialect/SMLA/IR/SMLA.h"
+#include "smla/Dialect/SMLA/Transforms/Passes.h"
+#include "smla/Pipelines/Pipelines.h"
+#include "smla/Target/KernelSpec.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::smla;
+namespace cl = llvm::cl;
+
+static cl::list<std::string>
+    configs("config", cl::desc("Kernel configuration, e.g. d=512,dt=64,"
+                               "heads=16,groups=1,block=64,lse=base2,"
+                               "positions=1,dq=bf16,dkv=bf16 (repeatable)"),
+            cl::value_desc("key=value,..."));
+static cl::opt<std::string> outDir("o", cl::desc("Output directory"),
+                                   cl::value_desc("dir"), cl::Required);
+static cl::opt<std::string> ptxasPath("ptxas", cl::desc("ptxas to run"),
+                                      cl::init("/usr/local/cuda/bin/ptxas"));
+static cl::opt<bool> allowSpills("allow-spills",
+                                 cl::desc("Accept kernels that spill"),
+                                 cl::init(false));
+static cl::opt<bool> emitMlir("emit-mlir",
+                              cl::desc("Also write <name>.kernels.mlir "
+                                       "(the lowered gpu.funcs)"),
+                              cl::init(false));
+static cl::opt<bool> quiet("quiet", cl::desc("Print nothing on success"),
+                           cl::init(false));
+
+static int fail(const llvm::Twine &msg) {
+  llvm::errs() << "smla-compile: error: " << msg << "\n";
+  return 1;
+}
+
+static bool writeFile(llvm::StringRef path, llvm::StringRef data) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return false;
+  os << data;
+  return true;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerAllPasses();
+  cl::ParseCommandLineOptions(argc, argv, "smla kernel compiler\n");
+  if (configs.empty())
+    return fail("no --config given");
+  if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
+    return fail("cannot create output directory '" + outDir +
+                "': " + ec.message());
+
+  DialectRegistry registry;
+  registry.insert<SMLADialect>();
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerAllToLLVMIRTranslations(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  llvm::json::Array kernels;
+  for (const std::string &text : configs) {
+    std::string error;
+    std::optional<KernelSpec> spec = parseKernelSpec(text, error);
+    if (!spec)
+      return fail("--config '" + text + "': " + error);
+    std::string name = spec->name();
+    OwningOpRef<ModuleOp> module =
+        parseSourceString<ModuleOp>(spec->source(), &context);
+    if (!module)
+      return fail("--config '" + text + "': the configuration was rejected");
+
+    PassManager kernelsPm(&context);
+    buildGpuKernelPipeline(kernelsPm);
+    if (failed(kernelsPm.run(*module)))
+      return fail("--config '" + text + "': lowering to kernels failed");
+    std::vector<KernelInfo> infos = collectKernelInfo(*module);
+    if (emitMlir) {
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      module->print(os);
+      writeFile(outDir + "/" + name + ".kernels.mlir", s);
+    }
+    PassManager ptxPm(&context);
+    // The CUDA toolkit holding ptxas also holds libdevice (nvvm/libdevice).
+    llvm::SmallString<128> cuda(ptxasPath);
+    llvm::sys::path::remove_filename(cuda);
+    llvm::sys::path::remove_filename(cuda);
+    buildGpuToPtxPipeline(ptxPm, cuda.empty() ? llvm::StringRef("/usr/local/cuda")
+                                               : llvm::StringRef(cuda));
+    if (failed(ptxPm.run(*module)))
+      return fail("--config '" + text + "': lowering to PTX failed");
+    std::optional<std::string> ptx = extractPtx(*module);
+    if (!ptx)
+      return fail("--config '" + text + "': no PTX in the gpu.binary");
+    if (ptx->find(".version 8.1") == std::string::npos)
+      return fail("--config '" + text + "': PTX is not ISA 8.1 (+ptx81)");
+
+    std::string ptxPath = outDir + "/" + name + ".ptx";
+    std::string cubinName = name + ".cubin";
+    std::string cubinPath = outDir + "/" + cubinName;
+    if (!writeFile(ptxPath, *ptx))
+      return fail("cannot write '" + ptxPath + "'");
+    std::string log;
+    if (!runPtxas(ptxasPath, ptxPath, cubinPath, log))
+      return fail("--config '" + text + "': " + log);
+    writeFile(outDir + "/" + name + ".ptxas.txt", log);
+    for (const PtxasUsage &u : parsePtxasReport(log)) {
+      if (!quiet)
+        llvm::outs() << u.entry << ": " << u.registers << " registers, "
+                     << u.spillStores << " bytes spill stores, "
+                     << u.spillLoads << " bytes spill loads\n";
+      if ((u.spillStores != 0 || u.spillLoads != 0) && !allowSpills)
+        return fail("--config '" + text + "': kernel " + u.entry +
+                    " spills registers (see " + name + ".ptxas.txt)");
+    }
+    auto cubin = llvm::MemoryBuffer::getFile(cubinPath, false, false);
+    if (!cubin)
+      return fail("cannot read '" + cubinPath + "'");
+    std::string sha = sha256Hex((*cubin)->getBuffer());
+
+    for (const KernelInfo &k : infos) {
+      llvm::json::Object entry;
+      entry["name"] = k.entry;
+      entry["kind"] = k.kind;
+      entry["cubin"] = cubinName;
+      entry["sha256"] = sha;
+      entry["entry"] = k.entry;
+      entry["config"] = spec->manifestConfig();
+      llvm::json::Array grid;
+      for (const std::string &g : k.grid) {
+        int64_t v;
+        if (!llvm::StringRef(g).getAsInteger(10, v))
+          grid.push_back(v);
+        else
+          grid.push_back(g);
+      }
+      entry["launch"] = llvm::json::Object{
+          {"block", llvm::json::Array{k.threads, 1, 1}},
+          {"grid", std::move(grid)},
+          {"dynamic_smem", k.dynamicSmem}};
+      llvm::json::Array params;
+      for (const std::string &p : k.params) {
+        bool scalar = p == "T" || p == "S_kv" || p == "K";
+        params.push_back(llvm::json::Object{{"name", p},
+                                            {"type", scalar ? "i32" : "ptr"}});
+      }
+      entry["params"] = std::move(params);
+      kernels.push_back(std::move(entry));
+    }
+    if (!quiet)
+      llvm::outs() << "wrote " << cubinPath << " (" << infos.size()
+                   << " kernels)\n";
+  }
+  llvm::json::Object manifest{{"format", "smla-manifest"},
+                              {"version", 1},
+                              {"target", "sm_90a"},
+                              {"kernels", std::move(kernels)}};
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  if (!writeFile(outDir + "/manifest.json", s))
+    return fail("cannot write the manifest");
+  return 0;
+}
