@@ -4,14 +4,16 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// CUDA: validate, allocate the outputs, then on the current stream
-//   1. Delta = rowsum(o * dout) in fp32 [T, H], unless given: a "delta"
-//      kernel when the manifest has one for this configuration, else torch;
-//   2. the "bwd" kernel: dq, fp32 atomics into dkv_accum, guard counters;
-//   3. dkv = dkv_accum cast to dkv_dtype: a "dkv_cast" kernel, else torch
+// CUDA: validate, allocate the outputs (dkv_accum fp32 zeroed), then on the
+// current stream
+//   1. the "bwd" kernel: dq in its compiled type, fp32 reductions into
+//      dkv_accum, guard counters (Delta = rowsum(o * dout) is fused into it;
+//      a kernel that takes a "delta" parameter gets the given Delta, or one
+//      computed by a "delta" kernel or by torch);
+//   2. dkv = dkv_accum cast to dkv_dtype: a "dkv_cast" kernel, else torch
 //      (nothing to do for fp32, which returns dkv_accum itself).
-// A "bwd" kernel compiled for dkv_type=bf16 is taken to write dkv itself
-// (dkv_accum is then its scratch) and step 3 is skipped.
+// A bwd kernel always accumulates into fp32 dkv_accum, so one compiled for
+// dkv_type=bf16 also serves an fp32 dkv request and vice versa.
 // CPU: the same checks; a valid call fails with "must be a CUDA tensor", so
 // a wrong argument gets its own message even on a machine without a GPU.
 // Meta: shapes and dtypes only, for torch.compile and FakeTensor.
@@ -58,9 +60,11 @@ runtime::ParamValues kernelParams(const KernelTensors &t, const BwdSizes &n,
       {"kv", ptrOf(t.kv)},
       {"o", ptrOf(t.o)},
       {"dout", ptrOf(t.dout)},
+      {"do", ptrOf(t.dout)},
       {"indices", ptrOf(t.indices)},
       {"lse", ptrOf(t.lse)},
       {"positions", ptrOf(t.positions)},
+      {"q_positions", ptrOf(t.positions)},
       {"dq", ptrOf(t.dq)},
       {"dkv_accum", ptrOf(t.dkvAccum)},
       {"dkv", ptrOf(t.dkv)},
@@ -126,22 +130,39 @@ Outputs emptyProblem(const BwdArgs &args, const BwdSizes &n) {
   return {dq, dkv, counters};
 }
 
+bool takesParam(const runtime::KernelEntry &entry, const char *name) {
+  for (const runtime::ParamSpec &param : entry.params)
+    if (param.name == name)
+      return true;
+  return false;
+}
+
+/// The bwd kernel: the requested dq and dkv types, else the requested dq type
+/// with the other dkv type (the kernel accumulates fp32 either way).
+const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
+                                      const BwdSizes &n, bool lseBaseE,
+                                      bool positions, const BwdArgs &args) {
+  const runtime::KernelRequest exact =
+      makeRequest("bwd", n, lseBaseE, positions, args.dqDtype, args.dkvDtype);
+  if (const runtime::KernelEntry *bwd = selectOptional(library, exact))
+    return *bwd;
+  at::ScalarType other =
+      args.dkvDtype == at::kFloat ? at::kBFloat16 : at::kFloat;
+  if (const runtime::KernelEntry *bwd =
+          selectOptional(library, makeRequest("bwd", n, lseBaseE, positions,
+                                              args.dqDtype, other)))
+    return *bwd;
+  // Throws; the message lists the closest variants.
+  return library.select(exact);
+}
+
 Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE) {
   runtime::KernelLibrary &library = kernelLibrary();
   const bool hasPositions =
       args.qPositions.has_value() && args.qPositions->defined();
   const bool castDkv = args.dkvDtype != at::kFloat;
-
-  // Prefer a bwd kernel that writes dkv in the requested type; otherwise the
-  // fp32 one plus a cast.
-  const runtime::KernelEntry *bwd = nullptr;
-  if (castDkv)
-    bwd = selectOptional(library, makeRequest("bwd", n, lseBaseE, hasPositions,
-                                              args.dqDtype, args.dkvDtype));
-  const bool bwdWritesDkv = bwd != nullptr;
-  if (bwd == nullptr)
-    bwd = &library.select(makeRequest("bwd", n, lseBaseE, hasPositions,
-                                      args.dqDtype, at::kFloat));
+  const runtime::KernelEntry &bwd =
+      selectBwd(library, n, lseBaseE, hasPositions, args);
 
   const at::TensorOptions f32 = args.q.options().dtype(at::kFloat);
   KernelTensors t;
@@ -153,8 +174,8 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE) {
   t.lse = args.lse;
   if (hasPositions)
     t.positions = *args.qPositions;
-  // dq is zero-filled so a row the kernel skips still reads as 0.
-  t.dq = at::zeros_like(args.q, args.q.options().dtype(args.dqDtype));
+  // The kernel writes every dq row (dead rows as zeros).
+  t.dq = at::empty_like(args.q, args.q.options().dtype(args.dqDtype));
   t.dkvAccum = at::zeros_like(args.kv, f32);
   t.counters = at::zeros({kNumCounters}, args.q.options().dtype(at::kLong));
   if (castDkv)
@@ -164,30 +185,33 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE) {
   const CUstream stream =
       static_cast<CUstream>(at::cuda::getCurrentCUDAStream().stream());
 
-  if (args.delta.has_value() && args.delta->defined()) {
-    t.delta = *args.delta;
-  } else if (const runtime::KernelEntry *deltaKernel = selectOptional(
-                 library, makeRequest("delta", n, lseBaseE, hasPositions,
-                                      args.dqDtype, args.dkvDtype))) {
-    t.delta = at::empty({n.T, n.H}, f32);
-    library.launch(*deltaKernel, stream, sizes,
-                   kernelParams(t, n, args.smScale));
-  } else {
-    t.delta = (args.o.to(at::kFloat) * args.dout.to(at::kFloat)).sum(-1);
+  if (takesParam(bwd, "delta")) {
+    if (args.delta.has_value() && args.delta->defined()) {
+      t.delta = *args.delta;
+    } else if (const runtime::KernelEntry *deltaKernel = selectOptional(
+                   library, makeRequest("delta", n, lseBaseE, hasPositions,
+                                        args.dqDtype, args.dkvDtype))) {
+      t.delta = at::empty({n.T, n.H}, f32);
+      library.launch(*deltaKernel, stream, sizes,
+                     kernelParams(t, n, args.smScale));
+    } else {
+      t.delta = (args.o.to(at::kFloat) * args.dout.to(at::kFloat)).sum(-1);
+    }
   }
 
-  library.launch(*bwd, stream, sizes, kernelParams(t, n, args.smScale));
+  library.launch(bwd, stream, sizes, kernelParams(t, n, args.smScale));
 
   if (!castDkv)
     return {t.dq, t.dkvAccum, t.counters};
-  if (!bwdWritesDkv) {
-    if (const runtime::KernelEntry *cast = selectOptional(
-            library, makeRequest("dkv_cast", n, lseBaseE, hasPositions,
-                                 args.dqDtype, args.dkvDtype)))
-      library.launch(*cast, stream, sizes, kernelParams(t, n, args.smScale));
-    else
-      t.dkv.copy_(t.dkvAccum);
-  }
+  if (const runtime::KernelEntry *cast = selectOptional(
+          library, makeRequest("dkv_cast", n, lseBaseE, hasPositions,
+                               bwd.config.dqType.value_or("bf16") == "f32"
+                                   ? at::kFloat
+                                   : at::kBFloat16,
+                               args.dkvDtype)))
+    library.launch(*cast, stream, sizes, kernelParams(t, n, args.smScale));
+  else
+    t.dkv.copy_(t.dkvAccum);
   return {t.dq, t.dkv, t.counters};
 }
 
