@@ -25,7 +25,7 @@ needs_compiled = pytest.mark.skipif(
 
 
 def problem(T=24, H=16, G=1, S=300, K=64, D=512, Dt=64, *, seed=0, positions=None,
-            adversarial=True, lse_base=2):
+            adversarial=True, lse_base=2, sm_scale=None):
     dev = "cuda"
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(T, H, D + Dt, generator=gen).to(dev, torch.bfloat16)
@@ -42,13 +42,14 @@ def problem(T=24, H=16, G=1, S=300, K=64, D=512, Dt=64, *, seed=0, positions=Non
         idx[T // 2] = -1  # a token with no valid slot
     idx = idx.to(dev, torch.int32)
     qp = None if positions is None else positions.to(dev, torch.int32)
-    o, lse = sparse_mla_fwd_reference(q, kv, idx, d_v=D, q_positions=qp, lse_base=lse_base)
+    o, lse = sparse_mla_fwd_reference(q, kv, idx, sm_scale, d_v=D, q_positions=qp,
+                                      lse_base=lse_base)
     if adversarial:
         lse[1, 0] = math.inf
         lse[2, 1 % H] = -math.inf
         lse[3, :] = math.nan
     return dict(q=q, kv=kv, o=o, do=do, indices=idx, lse=lse, q_positions=qp,
-                lse_base=lse_base)
+                lse_base=lse_base, sm_scale=sm_scale)
 
 
 def rel_fro(a, b):
@@ -58,7 +59,7 @@ def rel_fro(a, b):
 def compare(p, tol=1e-2, **kw):
     dq, dkv, cnt = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled", **kw)
     rq, rkv, rcnt = sparse_mla_bwd_reference(
-        p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"], kw.get("sm_scale"),
+        p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"], p["sm_scale"],
         lse_base=p["lse_base"], q_positions=p["q_positions"], dq_dtype=torch.float32,
         dkv_dtype=torch.float32, diagnostics=True)
     assert torch.isfinite(dq.float()).all() and torch.isfinite(dkv.float()).all()
@@ -67,25 +68,38 @@ def compare(p, tol=1e-2, **kw):
     return dq, dkv
 
 
+def shard_positions(T, S):
+    """Absolute positions of a context-parallel shard in the middle."""
+    return torch.arange(T, dtype=torch.int32) + S // 2
+
+
+F32 = dict(dq_dtype=torch.float32, dkv_dtype=torch.float32)
+
+# (problem arguments, call arguments); every configuration is one the AOT
+# kernel library (kernels/CMakeLists.txt) holds, so none may be missing.
 CASES = {
-    "glm52": dict(),
-    "H3": dict(H=3),
-    "H5": dict(H=5),
-    "H20": dict(H=20),
-    "H8": dict(H=8),
-    "G2": dict(H=16, G=2),
-    "K1": dict(K=1, adversarial=False),
-    "K7": dict(K=7),
-    "K100": dict(K=100),
-    "small_D": dict(D=64, Dt=32),
-    "lse_e": dict(lse_base="e"),
+    "glm52": (dict(), {}),
+    "glm52_positions": (dict(positions=shard_positions(24, 300)), {}),
+    "glm52_lse_e": (dict(lse_base="e"), {}),
+    "glm52_lse_e_positions": (dict(lse_base="e", positions=shard_positions(24, 300)), {}),
+    "H32": (dict(H=32), {}),
+    "H64": (dict(H=64, T=8), {}),
+    "K1": (dict(K=1, adversarial=False), {}),
+    "K7": (dict(K=7), {}),
+    "K1000": (dict(K=1000, S=1500), {}),
+    "K2047": (dict(K=2047, S=3000, T=8), {}),
+    "G2_H4": (dict(D=64, Dt=32, H=4, G=2, positions=shard_positions(24, 300)), {}),
+    "G2_H20": (dict(D=64, Dt=32, H=20, G=2, positions=shard_positions(24, 300)), {}),
+    "G2_H4_lse_e_f32": (dict(D=64, Dt=32, H=4, G=2, lse_base="e"), F32),
+    "G2_H20_lse_e_f32": (dict(D=64, Dt=32, H=20, G=2, lse_base="e"), F32),
 }
 
 
 @needs_compiled
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_compiled_matches_reference(name):
-    compare(problem(**CASES[name]))
+    args, kw = CASES[name]
+    compare(problem(**args), **kw)
 
 
 @needs_compiled
@@ -109,12 +123,20 @@ def test_compiled_stale_lse_clamps_finite():
 
 
 @needs_compiled
-def test_compiled_fp32_outputs_and_default_scale():
-    p = problem()
-    dq, dkv = smla.sparse_mla_bwd(**p, mode="compiled", dq_dtype=torch.float32,
-                                  dkv_dtype=torch.float32)
+def test_compiled_fp32_outputs_and_scales():
+    p = problem(D=64, Dt=32, H=4, G=2, lse_base="e")
+    dq, dkv = smla.sparse_mla_bwd(**p, mode="compiled", **F32)
     assert dq.dtype == torch.float32 and dkv.dtype == torch.float32
-    compare(p, sm_scale=576 ** -0.5)
+    compare(p, **F32)
+    # sm_scale is a run-time argument, not compiled into the kernel.
+    for scale in (96 ** -0.5, 0.1352):
+        compare(problem(D=64, Dt=32, H=4, G=2, lse_base="e", sm_scale=scale), **F32)
+
+
+@needs_compiled
+def test_compiled_glm52_with_slime_scale():
+    """GLM-5.2 scales scores by more than 1/sqrt(576) (e.g. YaRN mscale)."""
+    compare(problem(sm_scale=0.1352))
 
 
 @needs_compiled
