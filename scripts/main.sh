@@ -19,13 +19,21 @@ echo "wrote $BUILD/glm52_cpu.mlir"
 echo "== CPU execution check against the reference =="
 SMLA_OPT="$PWD/$OPT" PYTHONPATH="$PWD/python" python3 -m pytest -q test/execution
 
-echo "== synthetic GLM-5.2 call: reference replay =="
-PYTHONPATH="$PWD/python" python3 -m smla.synthetic "$BUILD/glm52_dump.pt" \
-  --tokens 64 --kv 1024 --topk 256
 if python3 -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  PYTHONPATH="$PWD/python" python3 -m smla.replay "$BUILD/glm52_dump.pt"
+  echo "== GPU: kernel library, extension, GLM-5.2-shaped replay (compiled vs reference) =="
+  bash scripts/build.sh smla-kernels
+  cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DPython_EXECUTABLE="$(command -v python3)" -DSMLA_KERNEL_DIR="$PWD/$BUILD/kernels"
+  cmake --build build-py
+  # One context-parallel rank of 4 of a 16384-token sequence: T=4096, top-k 2048.
+  PYTHONPATH="$PWD/python" python3 -m smla.synthetic "$BUILD/glm52_dump.pt" \
+    --kv 16384 --topk 2048 --device cuda
+  SMLA_KERNEL_DIR="$PWD/$BUILD/kernels" PYTHONPATH="$PWD/python" \
+    python3 -m smla.replay "$BUILD/glm52_dump.pt" --backend compiled
 else
-  echo "no GPU here: replaying with the float64 reference as the candidate"
+  echo "== no GPU: synthetic GLM-5.2-shaped call, fp32 reference vs float64 =="
+  PYTHONPATH="$PWD/python" python3 -m smla.synthetic "$BUILD/glm52_dump.pt" \
+    --tokens 64 --kv 1024 --topk 256
   PYTHONPATH="$PWD/python" python3 -m smla.replay "$BUILD/glm52_dump.pt" \
-    --backend reference64 --device cpu
+    --backend reference --device cpu
 fi
