@@ -57,6 +57,7 @@ if [[ " $STEPS " == *" bench "* ]]; then
     step "bench-$shape" "bench.log" python3 bench/bench_bwd.py --shapes "$shape" \
       --json "$OUT/bench-$shape.json"
   done
+  step plot bench.log python3 bench/plot.py "$OUT/bench.png" "$OUT"/bench-*.json
 fi
 
 {
