@@ -29,6 +29,10 @@ std::vector<KernelInfo> mlir::smla::collectKernelInfo(ModuleOp module) {
     if (auto params = func->getAttrOfType<ArrayAttr>(kParamNamesAttr))
       for (Attribute a : params)
         k.params.push_back(cast<StringAttr>(a).str());
+    for (Type t : func.getArgumentTypes())
+      k.paramTypes.push_back(isa<MemRefType>(t) ? "ptr"
+                             : t.isF32()        ? "f32"
+                                                : "i32");
     if (auto grid = func->getAttrOfType<ArrayAttr>(kGridAttr))
       for (Attribute a : grid)
         k.grid.push_back(cast<StringAttr>(a).str());

@@ -14,10 +14,6 @@
 using namespace mlir;
 using namespace mlir::smla;
 
-double KernelSpec::scale() const {
-  return smScale > 0 ? smScale : 1.0 / std::sqrt(double(d + dt));
-}
-
 std::string KernelSpec::name() const {
   return llvm::formatv("smla_d{0}_dt{1}_h{2}_g{3}_b{4}_{5}{6}_{7}_{8}", d, dt,
                        heads, groups, block, lseBase2 ? "base2" : "natural",
@@ -60,10 +56,14 @@ std::string KernelSpec::source() const {
       "{4}, lseBase = {5}, positions = {6}, dqType = {7}, dkvType = {8}>",
       d, dt, heads, groups, block, lseBase2 ? "base2" : "natural",
       positions ? "true" : "false", dq, dkvF32 ? "f32" : "bf16");
+  // The op's sm_scale is a compile-time placeholder: smla-gpu-map gives the
+  // bwd kernel an f32 `sm_scale` parameter and the softmax / dscores
+  // lowering reads that instead (docs/codegen.md).
+  double placeholder = 1.0 / std::sqrt(double(w));
   return llvm::formatv("func.func @{0}({1}) {{\n  smla.sparse_attention_bwd"
                        "{2} {{config = {3}, sm_scale = {4:e} : f32}\n  "
                        "return\n}\n",
-                       name(), args, op, config, scale())
+                       name(), args, op, config, placeholder)
       .str();
 }
 
@@ -81,7 +81,6 @@ llvm::json::Object KernelSpec::manifestConfig() const {
   o["positions"] = positions;
   o["dq_type"] = dqF32 ? "f32" : "bf16";
   o["dkv_type"] = dkvF32 ? "f32" : "bf16";
-  o["sm_scale"] = scale();
   return o;
 }
 
@@ -134,7 +133,8 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     else if (key == "dkv")
       ok = type(s.dkvF32);
     else if (key == "sm_scale")
-      ok = !value.getAsDouble(s.smScale) && s.smScale > 0;
+      return fail("sm_scale is not a compile-time setting: the bwd kernel "
+                  "takes it as its f32 'sm_scale' parameter");
     else if (key == "lse") {
       ok = value == "base2" || value == "natural" || value == "2" ||
            value == "e";
@@ -142,7 +142,7 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     } else
       return fail("unknown configuration key '" + key +
                   "' (expected d, dt, heads, groups, block, lse, positions, "
-                  "dq, dkv, sm_scale)");
+                  "dq, dkv)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");

@@ -4,6 +4,13 @@
 // RUN: FileCheck %s --check-prefix=PTX < %t/smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 // RUN: not smla-compile -o %t --config heads=3,groups=2 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not smla-compile -o %t --config sm_scale=0.1 2>&1 | FileCheck %s --check-prefix=SCALE
+// RUN: smla-compile -o %t/h -quiet --config d=512,dt=64,heads=16,groups=1,block=64,lse=natural,positions=0,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=64,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16
+// RUN: cat %t/h/*.ptxas.txt | FileCheck %s --check-prefix=SPILLS
+// RUN: not grep -E "[1-9][0-9]* bytes spill" %t/h/smla_d512_dt64_h16_g1_b64_natural_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h32_g1_b64_base2_pos_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h64_g1_b32_base2_pos_bf16_bf16.ptxas.txt
+// RUN: cat %t/h/*.ptx | FileCheck %s --check-prefix=MMA
+// RUN: smla-compile -o %t/s -quiet -mma=false --config d=512,dt=64,heads=16,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
+// RUN: FileCheck %s --check-prefix=SCALAR < %t/s/smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.ptx
 
 // The GLM-5.2 per-rank kernel assembles for sm_90a without spills.
 // USAGE-DAG: _bwd: {{[0-9]+}} registers, 0 bytes spill stores, 0 bytes spill loads
@@ -16,9 +23,35 @@
 // PTX-DAG: cp.async.cg.shared.global [%rd{{[0-9]+}}], [%rd{{[0-9]+}}], 16, %r{{[0-9]+}};
 // PTX-DAG: @%p{{[0-9]+}} red.global.add.v4.f32
 // PTX-DAG: ex2.approx
+// Both block products on tensor cores: S = Q.K^T, dP = dO.V^T and dQ += dS.K.
+// PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// sm_scale is the bwd kernel's last parameter (f32).
+// PTX-DAG: .param .u32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_12,
+// PTX-DAG: .param .f32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_13
 
+// H = 16, 32, 64 (block 32): no spills, with tensor cores.
+// SPILLS: Function properties for smla_d512_dt64_h16_g1_b64_natural_bf16_bf16_bwd
+// SPILLS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// SPILLS: Function properties for smla_d512_dt64_h32_g1_b64_base2_pos_bf16_bf16_bwd
+// SPILLS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// SPILLS: Function properties for smla_d512_dt64_h64_g1_b32_base2_pos_bf16_bf16_bwd
+// SPILLS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// MMA-COUNT-3: .entry {{.*}}_bwd(
+// MMA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+
+// The CUDA-core fallback (-mma=false) has no tensor-core instruction.
+// SCALAR-NOT: mma.sync
+// SCALAR: fma.rn.f32
+// SCALAR-NOT: mma.sync
+
+// MANIFEST-NOT: "sm_scale": {{[0-9]}}
 // MANIFEST: "format": "smla-manifest"
 // MANIFEST: "kind": "bwd"
 // MANIFEST: "dynamic_smem": 127104
+// MANIFEST: "name": "sm_scale",
+// MANIFEST-NEXT: "type": "f32"
 
 // BAD: smla-compile: error: --config 'heads=3,groups=2': heads (3) must be a positive multiple of groups (2)
+
+// SCALE: smla-compile: error: --config 'sm_scale=0.1': sm_scale is not a compile-time setting: the bwd kernel takes it as its f32 'sm_scale' parameter

@@ -52,6 +52,10 @@ static cl::opt<bool> emitMlir("emit-mlir",
                               cl::desc("Also write <name>.kernels.mlir "
                                        "(the lowered gpu.funcs)"),
                               cl::init(false));
+static cl::opt<bool> useMma("mma",
+                            cl::desc("Tensor cores (mma.sync) for the block "
+                                     "products; false: CUDA-core fallback"),
+                            cl::init(true));
 static cl::opt<bool> quiet("quiet", cl::desc("Print nothing on success"),
                            cl::init(false));
 
@@ -99,6 +103,8 @@ int main(int argc, char **argv) {
     if (!module)
       return fail("--config '" + text + "': the configuration was rejected");
 
+    if (!useMma)
+      (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
     PassManager kernelsPm(&context);
     buildGpuKernelPipeline(kernelsPm);
     if (failed(kernelsPm.run(*module)))
@@ -169,11 +175,10 @@ int main(int argc, char **argv) {
           {"grid", std::move(grid)},
           {"dynamic_smem", k.dynamicSmem}};
       llvm::json::Array params;
-      for (const std::string &p : k.params) {
-        bool scalar = p == "T" || p == "S_kv" || p == "K";
-        params.push_back(llvm::json::Object{{"name", p},
-                                            {"type", scalar ? "i32" : "ptr"}});
-      }
+      for (auto [i, p] : llvm::enumerate(k.params))
+        params.push_back(llvm::json::Object{
+            {"name", p},
+            {"type", i < k.paramTypes.size() ? k.paramTypes[i] : "ptr"}});
       entry["params"] = std::move(params);
       kernels.push_back(std::move(entry));
     }

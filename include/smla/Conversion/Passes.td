@@ -64,7 +64,11 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
     loop `gpu.block_id y`, and the top-k block loop stays a loop inside the
     CTA. Kernel parameters are bare pointers (flat static memrefs, lowered
     with `use-bare-ptr-memref-call-conv`) plus the run-time sizes T, S_kv and
-    K as i32; the body re-creates the dynamically shaped views with
+    K as i32 and, for the bwd kernel, the softmax scale `sm_scale` as f32
+    (last parameter). The op's `sm_scale` attribute, copied onto
+    smla.softmax / smla.dscores as `scale`, is only a compile-time
+    placeholder: smla-lower-to-nvvm reads the `sm_scale` argument instead.
+    The body re-creates the dynamically shaped views with
     `memref.reinterpret_cast`, so the tile ops are cloned unchanged. Scratch
     `memref.alloca`s become workgroup-space allocas that
     `smla-allocate-smem` turns into slices of dynamic shared memory.
@@ -87,7 +91,7 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
     ```mlir
     gpu.module @smla_kernels {
       gpu.func @f_bwd(%q: memref<2147483647xbf16>, ..., %T: i32,
-                      %S_kv: i32, %K: i32) kernel {
+                      %S_kv: i32, %K: i32, %sm_scale: f32) kernel {
         %t = gpu.block_id x
         %g = gpu.block_id y
         %qv = memref.reinterpret_cast %q to offset: [0],
@@ -169,9 +173,14 @@ def SMLALowerToNVVM : Pass<"smla-lower-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
       no out-of-bounds address is ever formed;
     * `smla.tile_dot`, `smla.dq_accumulate`: bf16 products accumulated in
       f32 (tensor-core `nvvm.mma.sync` m16n8k16 when `mma` is set, heads as
-      M, rows >= Hg zero-filled and never stored);
+      M, rows >= Hg zero-filled and never stored; dq_accumulate rounds dS
+      to bf16). A `smla.mma = false` attribute on the enclosing builtin
+      module (smla-compile --mma=false) overrides the option;
     * `smla.softmax`: `math.exp2(arith.minimumf(x2, clamp))` consumed only
-      by `arith.select(mask && live, e, 0)`;
+      by `arith.select(mask && live, e, 0)`, with
+      `x2 = s * (sm_scale * log2e) - lse2` and `sm_scale` the kernel's f32
+      argument when it has one (else the op's constant `scale`);
+      `smla.dscores` likewise multiplies by that argument;
     * `smla.scatter_dkv`: per lane, a `red.global.add.v4.f32` predicated by
       the mask, at `select(mask, idx, 0)`;
     * `smla.index_load` / `smla.index_mask` / `smla.row_live`: per-lane

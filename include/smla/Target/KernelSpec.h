@@ -25,10 +25,7 @@ namespace mlir::smla {
 struct KernelSpec {
   int64_t d = 512, dt = 64, heads = 16, groups = 1, block = 64;
   bool lseBase2 = true, positions = false, dqF32 = false, dkvF32 = false;
-  /// Softmax scale baked into the kernel; 0 means 1/sqrt(d + dt).
-  double smScale = 0;
-
-  double scale() const;
+  // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.
   std::string name() const;
   /// The function holding the whole op, in MLIR text.
@@ -46,6 +43,8 @@ std::optional<KernelSpec> parseKernelSpec(llvm::StringRef text,
 struct KernelInfo {
   std::string entry, kind;
   std::vector<std::string> params, grid;
+  /// Manifest type of each parameter: "ptr", "i32" or "f32".
+  std::vector<std::string> paramTypes;
   int64_t threads = 0, dynamicSmem = 0;
 };
 

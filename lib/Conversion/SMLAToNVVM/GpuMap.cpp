@@ -125,7 +125,8 @@ public:
   KernelBuilder(gpu::GPUModuleOp module, int64_t threads)
       : module(module), threads(threads) {}
 
-  /// A kernel with pointer parameters for `tensors` and i32 `scalars`.
+  /// A kernel with pointer parameters for `tensors` and i32 `scalars`
+  /// (f32 for the run-time softmax scale, kScaleParam).
   gpu::GPUFuncOp create(StringRef name, StringRef kind,
                         ArrayRef<std::pair<StringRef, Value>> tensors,
                         ArrayRef<StringRef> scalars,
@@ -139,7 +140,8 @@ public:
       names.push_back(b.getStringAttr(n));
     }
     for (StringRef n : scalars) {
-      types.push_back(b.getI32Type());
+      types.push_back(n == kScaleParam ? Type(b.getF32Type())
+                                       : Type(b.getI32Type()));
       names.push_back(b.getStringAttr(n));
     }
     auto func = gpu::GPUFuncOp::create(b, module.getLoc(), name,
@@ -167,6 +169,8 @@ Sizes bindParams(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   Block &entry = kernel.getBody().front();
   Sizes s;
   for (auto [i, name] : llvm::enumerate(scalars)) {
+    if (name == kScaleParam)
+      continue; // read by smla-lower-to-nvvm (runtimeScale)
     Value v = arith::IndexCastOp::create(
         b, loc, b.getIndexType(), entry.getArgument(tensors.size() + i));
     (name == "T" ? s.tokens : name == "S_kv" ? s.keys : s.topk) = v;
@@ -225,7 +229,7 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
   for (auto entry : roles->ordered())
     if (entry.second)
       tensors.push_back(entry);
-  SmallVector<StringRef> scalars{"T", "S_kv", "K"};
+  SmallVector<StringRef> scalars{"T", "S_kv", "K", kScaleParam};
   std::string G = std::to_string(groups);
 
   // The backward kernel: grid (T, G).

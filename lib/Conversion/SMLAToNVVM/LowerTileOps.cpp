@@ -37,8 +37,14 @@ Value mlir::smla::emitReduce(
 Value mlir::smla::loadVecF32(OpBuilder &b, Location loc, Value memref,
                              ValueRange indices, int64_t n) {
   Type elem = cast<MemRefType>(memref.getType()).getElementType();
+  // Every caller loads at a last index that is a multiple of n from rows
+  // whose width is a multiple of 16 elements (d, dt % 16): the access is
+  // naturally aligned, which lets it become one ld.v4/ld.v2 (without the
+  // attribute the LLVM lowering assumes element alignment and splits it).
+  int64_t bytes = n * llvm::divideCeil(elem.getIntOrFloatBitWidth(), 8);
   Value v = vector::LoadOp::create(b, loc, VectorType::get({n}, elem), memref,
-                                   indices);
+                                   indices, /*nontemporal=*/false,
+                                   llvm::Align(std::min<int64_t>(bytes, 16)));
   if (elem.isF32())
     return v;
   return arith::ExtFOp::create(b, loc, VectorType::get({n}, b.getF32Type()),
@@ -69,6 +75,36 @@ void mlir::smla::emitCount(OpBuilder &b, Location loc, Value counters,
                                 counters, ValueRange{at});
     scf::YieldOp::create(nb, l);
   });
+}
+
+Value mlir::smla::runtimeScale(Operation *op) {
+  auto func = op->getParentOfType<gpu::GPUFuncOp>();
+  if (!func)
+    return {};
+  auto names = func->getAttrOfType<ArrayAttr>(kParamNamesAttr);
+  if (!names)
+    return {};
+  for (auto [i, a] : llvm::enumerate(names))
+    if (cast<StringAttr>(a).getValue() == kScaleParam &&
+        i < func.getNumArguments() &&
+        func.getArgument(i).getType().isF32())
+      return func.getArgument(i);
+  return {};
+}
+
+/// The softmax scale of `op` times `factor`, as an f32 value: from the
+/// kernel's `sm_scale` argument when it has one, else the op's constant.
+static Value scaleValue(OpBuilder &b, Location loc, Operation *op,
+                        double attrScale, double factor) {
+  if (Value arg = runtimeScale(op)) {
+    if (factor == 1.0)
+      return arg;
+    return arith::MulFOp::create(
+        b, loc, arg,
+        arith::ConstantOp::create(b, loc, b.getF32FloatAttr(factor)));
+  }
+  return arith::ConstantOp::create(b, loc,
+                                   b.getF32FloatAttr(attrScale * factor));
 }
 
 namespace {
@@ -253,7 +289,9 @@ private:
     auto type = op.getScores().getType();
     int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
     const double log2e = 1.4426950408889634;
-    double k = op.getScale().convertToDouble() * log2e;
+    // scale * log2e, computed once per op (a kernel argument at run time).
+    Value k = scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(),
+                         log2e);
     bool natural = op.getBase() == LseBase::BaseE;
     double clamp = op.getClamp()->convertToDouble();
     e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
@@ -271,9 +309,7 @@ private:
       Value s = memref::LoadOp::create(b, loc, op.getScores(), ValueRange{h, j});
       Value x2 = arith::SubFOp::create(
           b, loc,
-          arith::MulFOp::create(
-              b, loc, s, arith::ConstantOp::create(b, loc, b.getF32FloatAttr(k))),
-          lse);
+          arith::MulFOp::create(b, loc, s, k), lse);
       Value bound = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(clamp));
       Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
       Value ex = math::Exp2Op::create(b, loc, xc);
@@ -296,7 +332,8 @@ private:
   LogicalResult lowerOp(CtaEmitter &e, DScoresOp op) {
     auto type = op.getProbs().getType();
     int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
-    double scale = op.getScale().convertToDouble();
+    Value scale =
+        scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(), 1.0);
     e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
       Location loc = e.loc;
       Value nb = arith::ConstantIndexOp::create(b, loc, block);
@@ -310,7 +347,7 @@ private:
           b, loc,
           arith::MulFOp::create(b, loc, p,
                                 arith::SubFOp::create(b, loc, dp, delta)),
-          arith::ConstantOp::create(b, loc, b.getF32FloatAttr(scale)));
+          scale);
       // P == 0 (masked, dead or underflowed) gives exactly 0.
       Value nonzero =
           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, p, zero);
@@ -529,8 +566,14 @@ struct SMLALowerToNVVMPass
     : public mlir::smla::impl::SMLALowerToNVVMBase<SMLALowerToNVVMPass> {
   using Base::Base;
   void runOnOperation() override {
+    // smla-compile --mma=false marks the enclosing module with
+    // `smla.mma = false`; it overrides the option (CUDA-core fallback).
+    bool useMma = mma;
+    if (auto top = getOperation()->getParentOfType<ModuleOp>())
+      if (auto attr = top->getAttrOfType<BoolAttr>("smla.mma"))
+        useMma = attr.getValue();
     for (auto func : getOperation().getOps<gpu::GPUFuncOp>())
-      if (failed(FuncLowering(func, mma).run()))
+      if (failed(FuncLowering(func, useMma).run()))
         return signalPassFailure();
   }
 };

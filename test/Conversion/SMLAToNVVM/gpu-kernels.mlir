@@ -1,4 +1,5 @@
 // RUN: smla-opt --smla-gpu-kernels %s | FileCheck %s
+// RUN: smla-opt --smla-guarded --smla-gpu-map --smla-allocate-smem --smla-lower-to-nvvm="mma=false" %s | FileCheck %s --check-prefix=SCALAR
 
 // The guarded tile IR mapped onto kernels: every cp.async reads from
 // select(mask, idx, 0) with a source count select(mask, 8, 0); every exp2 is
@@ -7,20 +8,48 @@
 
 // CHECK: gpu.module @smla_kernels
 // CHECK: memref.global "public" @smla_smem : memref<0xi8, #gpu.address_space<workgroup>>
+// sm_scale is the last parameter (f32), not a constant: the op's
+// `sm_scale = 0.102` is only a placeholder.
 // CHECK-LABEL: gpu.func @small_bwd
+// CHECK-SAME: %arg10: i32, %[[SCALE:arg11]]: f32) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK-SAME: smla.dynamic_smem = 4480
 // CHECK-SAME: smla.grid = ["T", "2", "1"], smla.kind = "bwd"
+// CHECK-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "T", "S_kv", "K", "sm_scale"]
+// CHECK-NOT: 1.020000e-01
 // CHECK: %[[SAFE:[0-9]+]] = arith.select %[[M:[0-9]+]], %{{[0-9]+}}, %c0_i32 : i32
 // CHECK: %[[ROW:[0-9]+]] = arith.index_cast %[[SAFE]] : i32 to index
 // CHECK: %[[N:[0-9]+]] = arith.select %[[M]], %c8{{.*}}, %c0{{.*}} : index
 // CHECK: nvgpu.device_async_copy %{{.*}}[%[[ROW]], %block_id_y, %{{[0-9]+}}], %view[%{{[0-9]+}}, %{{[0-9]+}}], 8, %[[N]] {bypassL1}
 // CHECK: nvgpu.device_async_wait
 // CHECK-NEXT: gpu.barrier
-// CHECK: %[[XC:[0-9]+]] = arith.minimumf %{{[0-9]+}}, %{{.*}} : f32
+// Padded head rows (>= Hg = 2) are never stored.
+// CHECK: %[[OK:[0-9]+]] = arith.cmpi ult, %{{[0-9]+}}, %c2{{.*}} : index
+// Scores on tensor cores: q pairs from global, key pairs from shared memory.
+// CHECK: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
+// CHECK: scf.if %[[OK]] {
+// CHECK: vector.store
+// CHECK: gpu.barrier
+// x2 = s * (sm_scale * log2e) - lse2, clamped by a constant.
+// CHECK: %[[K:[0-9]+]] = arith.mulf %[[SCALE]], %{{.*}} : f32
+// CHECK: %[[S:[0-9]+]] = arith.mulf %{{[0-9]+}}, %[[K]] : f32
+// CHECK: %[[X2:[0-9]+]] = arith.subf %[[S]], %{{[0-9]+}} : f32
+// CHECK: %[[XC:[0-9]+]] = arith.minimumf %[[X2]], %{{.*}} : f32
 // CHECK-NEXT: %[[E:[0-9]+]] = math.exp2 %[[XC]] : f32
 // CHECK: arith.select %{{[0-9]+}}, %[[E]], %{{.*}} : f32
+// dS = p * (dp - delta) * sm_scale
+// CHECK: %[[D:[0-9]+]] = arith.subf
+// CHECK: %[[PD:[0-9]+]] = arith.mulf %{{[0-9]+}}, %[[D]] : f32
+// CHECK: arith.mulf %[[PD]], %[[SCALE]] : f32
+// dQ on tensor cores: dS rounded to bf16 pairs, keys by ldmatrix.trans.
+// CHECK: arith.truncf %{{[0-9]+}} : vector<2xf32> to vector<2xbf16>
+// CHECK: nvvm.ldmatrix %{{[0-9]+}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.mma.sync
 // CHECK: arith.select %[[SM:[0-9]+]], %{{[0-9]+}}, %c0_i32 : i32
+// CHECK-NEXT: arith.index_cast
 // CHECK: llvm.inline_asm has_side_effects asm_dialect = att "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b" %{{.*}}, %[[SM]] : (!llvm.ptr<1>, f32, f32, f32, f32, i1) -> ()
 // CHECK-LABEL: gpu.func @small_dkv_zero
 // CHECK-SAME: smla.kind = "dkv_zero"
@@ -30,3 +59,10 @@ func.func @small(%q: memref<?x4x96xbf16>, %kv: memref<?x2x96xbf16>, %o: memref<?
   smla.sparse_attention_bwd q(%q : memref<?x4x96xbf16>) kv(%kv : memref<?x2x96xbf16>) o(%o : memref<?x4x64xbf16>) dout(%dout : memref<?x4x64xbf16>) indices(%indices : memref<?x2x?xi32>) lse(%lse : memref<?x4xf32>) dq(%dq : memref<?x4x96xbf16>) dkv_accum(%dkv_accum : memref<?x2x96xf32>) dkv(%dkv : memref<?x2x96xbf16>) {config = #smla.config<d = 64, dt = 32, heads = 4, groups = 2, block = 16, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>, sm_scale = 0.102 : f32}
   return
 }
+
+// The CUDA-core fallback (mma=false) uses no tensor cores.
+// SCALAR-LABEL: gpu.func @small_bwd
+// SCALAR-NOT: nvvm.mma.sync
+// SCALAR-NOT: nvvm.ldmatrix
+// SCALAR: vector.fma
+// SCALAR-LABEL: gpu.func @small_dkv_zero

@@ -44,6 +44,11 @@ constexpr llvm::StringLiteral kDynamicSmemAttr = "smla.dynamic_smem";
 constexpr llvm::StringLiteral kKernelKindAttr = "smla.kind";
 constexpr llvm::StringLiteral kParamNamesAttr = "smla.params";
 constexpr llvm::StringLiteral kGridAttr = "smla.grid";
+/// The f32 kernel parameter holding the softmax scale. The `scale`
+/// attributes of smla.softmax / smla.dscores (from the op's `sm_scale`) are
+/// compile-time placeholders: in a kernel with this parameter the lowering
+/// reads the scale from it instead (see runtimeScale).
+constexpr llvm::StringLiteral kScaleParam = "sm_scale";
 /// Largest dynamic shared memory one CTA may use on sm_90 (227 KiB).
 constexpr int64_t kMaxDynamicSmem = 232448;
 
@@ -66,6 +71,10 @@ LiveRange computeLiveRange(Value buffer,
 /// number one past its last nested op (stored under the same key in `ends`).
 void numberOps(Operation *root, llvm::DenseMap<Operation *, int64_t> &order,
                llvm::DenseMap<Operation *, int64_t> &ends);
+
+/// The `sm_scale` argument of the kernel holding `op`, or null when the
+/// kernel has none (then the op's constant `scale` attribute is used).
+Value runtimeScale(Operation *op);
 
 } // namespace mlir::smla
 
