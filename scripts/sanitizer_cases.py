@@ -10,7 +10,9 @@ results.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import sys
 
 import torch
@@ -40,26 +42,38 @@ def case(H, G, D, Dt, lse_base, positions, T=5, S=97, K=37, seed=0):
                 lse_base=lse_base)
 
 
+DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32}
+
+
 def main() -> int:
+    """SMLA_SANITIZE_LIMIT=N checks only the first N configurations."""
     _compiled.load()
     import smla._C as ext
 
+    limit = int(os.environ.get("SMLA_SANITIZE_LIMIT", "1000"))
     failures = 0
     seen = set()
-    for k in ext.kernels():
+    with open(os.path.join(ext.kernel_directory(), "manifest.json")) as f:
+        manifest = json.load(f)
+    for k in manifest["kernels"]:
         c = k["config"]
-        key = (c["heads"], c["groups"], c["d"], c["dt"], c["lse_base"], c["positions"])
-        if k.get("kind") != "bwd" or key in seen:
+        key = (c["heads"], c["groups"], c["d"], c["dt"], c["lse_base"], c["positions"],
+               c["dq_type"], c["dkv_type"])
+        if k.get("kind") != "bwd" or key in seen or len(seen) >= limit:
             continue
         seen.add(key)
-        H, G, D, Dt, base, pos = key
-        p = case(H, G, D, Dt, 2 if base == 2 else "e", pos)
-        dq, dkv, cnt = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled")
+        H, G, D, Dt, base, pos, dq_t, dkv_t = key
+        p = case(H, G, D, Dt, 2 if base in (2, "2") else "e", pos)
+        dq, dkv, cnt = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled",
+                                           dq_dtype=DTYPES[dq_t], dkv_dtype=DTYPES[dkv_t])
         torch.cuda.synchronize()
+        # The reference runs on the CPU: only the kernels are under the tool.
+        cpu = {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in p.items()}
         rq, rkv, rcnt = sparse_mla_bwd_reference(
-            p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"],
-            lse_base=p["lse_base"], q_positions=p["q_positions"],
+            cpu["q"], cpu["kv"], cpu["o"], cpu["do"], cpu["indices"], cpu["lse"],
+            lse_base=cpu["lse_base"], q_positions=cpu["q_positions"],
             dq_dtype=torch.float32, dkv_dtype=torch.float32, diagnostics=True)
+        dq, dkv = dq.cpu(), dkv.cpu()
         err = max(float((dq.double() - rq.double()).norm() / rq.double().norm().clamp_min(1e-30)),
                   float((dkv.double() - rkv.double()).norm() / rkv.double().norm().clamp_min(1e-30)))
         ok = bool(torch.isfinite(dq.float()).all() and torch.isfinite(dkv.float()).all()) and err <= 1e-2 and cnt == rcnt
