@@ -160,6 +160,11 @@ def main(argv=None):
         for bname, fn in backends(p, args).items():
             ms = bench(fn, device, warmup, iters)
             row["ms"][bname] = ms
+            print(f"  measured {bname}: {ms:.3f} ms", flush=True)
+            if args.json:  # partial results survive a time-out
+                results["shapes"][name] = row
+                with open(args.json, "w") as f:
+                    json.dump(results, f, indent=2)
         base = row["ms"].get("compiled")
         for bname, ms in row["ms"].items():
             ratio = f"  {ms / base:6.2f}x compiled" if base else ""

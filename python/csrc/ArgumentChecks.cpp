@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <utility>
@@ -45,6 +46,25 @@ const char *dtypeName(at::ScalarType type) {
 
 namespace {
 
+// Numbers, shapes and devices are formatted here, and messages stream only
+// strings: on the H200 image (torch 2.11) streaming an int64 into the
+// message's ostringstream from this module crashed (SIGSEGV in
+// basic_ostream::_M_insert<long>), while strings were fine.
+std::string num(int64_t v) { return std::to_string(v); }
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+std::string shapeOf(at::IntArrayRef sizes) {
+  std::string out = "[";
+  for (size_t i = 0; i < sizes.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(sizes[i]);
+  return out + "]";
+}
+
 /// One tensor argument and what its layout is called in messages.
 struct Arg {
   const char *name;
@@ -59,14 +79,15 @@ void checkRank(const Arg &a) {
   TORCH_CHECK(t.defined(), kOpName, ": argument '", a.name,
               "' must be a tensor ", a.layout, ", got an undefined tensor");
   TORCH_CHECK(t.dim() == a.rank, kOpName, ": argument '", a.name,
-              "' must have ", a.rank, " dimension", a.rank == 1 ? " " : "s ",
-              a.layout, ", got ", t.dim(), " (shape ", t.sizes(), ")");
+              "' must have ", num(a.rank), " dimension",
+              a.rank == 1 ? " " : "s ", a.layout, ", got ", num(t.dim()),
+              " (shape ", shapeOf(t.sizes()), ")");
 }
 
 void checkShape(const Arg &a, at::IntArrayRef expected, const char *why) {
   TORCH_CHECK(a.tensor->sizes() == expected, kOpName, ": argument '", a.name,
-              "' must have shape ", expected, " ", why, ", got ",
-              a.tensor->sizes());
+              "' must have shape ", shapeOf(expected), " ", why, ", got ",
+              shapeOf(a.tensor->sizes()));
 }
 
 void checkOutDtype(const char *name, at::ScalarType type) {
@@ -105,12 +126,13 @@ BwdSizes checkBwdArgs(const BwdArgs &args, bool requireCuda) {
   const at::Device device = args.q.device();
   for (const Arg *a : present)
     TORCH_CHECK(a->tensor->device() == device, kOpName, ": argument '", a->name,
-                "' must be on the device of 'q' (", device, "), got ",
-                a->tensor->device());
+                "' must be on the device of 'q' (", device.str(), "), got ",
+                a->tensor->device().str());
   for (const Arg *a : present)
     TORCH_CHECK(a->tensor->is_contiguous(), kOpName, ": argument '", a->name,
                 "' must be contiguous (row-major), got strides ",
-                a->tensor->strides(), " for shape ", a->tensor->sizes());
+                shapeOf(a->tensor->strides()), " for shape ",
+                shapeOf(a->tensor->sizes()));
 
   BwdSizes n;
   n.T = args.q.size(0);
@@ -119,28 +141,28 @@ BwdSizes checkBwdArgs(const BwdArgs &args, bool requireCuda) {
   n.S_kv = args.kv.size(0);
   n.G = args.kv.size(1);
   TORCH_CHECK(n.H >= 1, kOpName, ": argument 'q' must have at least one head ",
-              "(q.shape[1] >= 1), got shape ", args.q.sizes());
+              "(q.shape[1] >= 1), got shape ", shapeOf(args.q.sizes()));
   TORCH_CHECK(n.G >= 1, kOpName, ": argument 'kv' must have at least one ",
-              "group (kv.shape[1] >= 1), got shape ", args.kv.sizes());
+              "group (kv.shape[1] >= 1), got shape ", shapeOf(args.kv.sizes()));
   TORCH_CHECK(args.kv.size(2) == width, kOpName, ": argument 'kv' must have ",
-              "last dimension D+Dt = ", width, " (q.shape[2]), got ",
-              args.kv.size(2));
-  TORCH_CHECK(n.H % n.G == 0, kOpName, ": argument 'q' has H=", n.H,
+              "last dimension D+Dt = ", num(width), " (q.shape[2]), got ",
+              num(args.kv.size(2)));
+  TORCH_CHECK(n.H % n.G == 0, kOpName, ": argument 'q' has H=", num(n.H),
               " heads (q.shape[1]), which must be a multiple of the number of ",
-              "kv groups G=", n.G, " (kv.shape[1])");
+              "kv groups G=", num(n.G), " (kv.shape[1])");
   TORCH_CHECK(args.o.size(0) == n.T && args.o.size(1) == n.H, kOpName,
-              ": argument 'o' must have shape [T, H, D] with T=", n.T,
-              ", H=", n.H, " (from 'q'), got ", args.o.sizes());
+              ": argument 'o' must have shape [T, H, D] with T=", num(n.T),
+              ", H=", num(n.H), " (from 'q'), got ", shapeOf(args.o.sizes()));
   n.D = args.o.size(2);
   n.Dt = width - n.D;
   TORCH_CHECK(n.D >= 1 && n.Dt >= 0, kOpName, ": argument 'o' must have last ",
-              "dimension D between 1 and D+Dt=", width, " (q.shape[2]), got ",
-              n.D);
+              "dimension D between 1 and D+Dt=", num(width),
+              " (q.shape[2]), got ", num(n.D));
   checkShape(dout, args.o.sizes(), "(the shape of 'o')");
-  TORCH_CHECK(
-      args.indices.size(0) == n.T && args.indices.size(1) == n.G, kOpName,
-      ": argument 'indices' must have shape [T, G, K] with T=", n.T,
-      " (from 'q') and G=", n.G, " (from 'kv'), got ", args.indices.sizes());
+  TORCH_CHECK(args.indices.size(0) == n.T && args.indices.size(1) == n.G,
+              kOpName, ": argument 'indices' must have shape [T, G, K] with T=",
+              num(n.T), " (from 'q') and G=", num(n.G), " (from 'kv'), got ",
+              shapeOf(args.indices.sizes()));
   n.K = args.indices.size(2);
   checkShape(lse, {n.T, n.H}, "[T, H]");
   if (positions.tensor)
@@ -155,17 +177,18 @@ BwdSizes checkBwdArgs(const BwdArgs &args, bool requireCuda) {
         {"S_kv (kv.shape[0])", n.S_kv},
         {"K (indices.shape[2])", n.K}})
     TORCH_CHECK(value <= kMax, kOpName, ": size ", name, " must be at most ",
-                kMax, ", got ", value);
+                num(kMax), ", got ", num(value));
 
   TORCH_CHECK(std::isfinite(args.smScale) && args.smScale > 0, kOpName,
               ": argument 'sm_scale' must be a finite positive number, got ",
-              args.smScale);
+              num(args.smScale));
   checkOutDtype("dq_dtype", args.dqDtype);
   checkOutDtype("dkv_dtype", args.dkvDtype);
 
   if (requireCuda)
     TORCH_CHECK(device.is_cuda(), kOpName,
-                ": argument 'q' must be a CUDA tensor, got device ", device);
+                ": argument 'q' must be a CUDA tensor, got device ",
+                device.str());
   return n;
 }
 
