@@ -9,6 +9,7 @@
 #include <c10/util/Exception.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -133,6 +134,18 @@ BwdSizes checkBwdArgs(const BwdArgs &args, bool requireCuda) {
                 "' must be contiguous (row-major), got strides ",
                 shapeOf(a->tensor->strides()), " for shape ",
                 shapeOf(a->tensor->sizes()));
+
+  // The kernels read q, kv, o and dout with 16-byte vector loads and
+  // cp.async; a contiguous view at an odd offset would fault on the GPU.
+  // (Not for meta/fake tensors, which have no data.)
+  for (const Arg *a : {&q, &kv, &o, &dout})
+    TORCH_CHECK(!requireCuda ||
+                    reinterpret_cast<uintptr_t>(a->tensor->data_ptr()) % 16 ==
+                        0,
+                kOpName, ": argument '", a->name,
+                "' must start at a 16-byte aligned address, got storage "
+                "offset ",
+                num(a->tensor->storage_offset()));
 
   BwdSizes n;
   n.T = args.q.size(0);

@@ -7,9 +7,9 @@
 // CUDA: validate, allocate the outputs (dkv_accum fp32 zeroed), then on the
 // current stream
 //   1. the "bwd" kernel: dq in its compiled type, fp32 reductions into
-//      dkv_accum, guard counters (Delta = rowsum(o * dout) is fused into it;
-//      a kernel that takes a "delta" parameter gets the given Delta, or one
-//      computed by a "delta" kernel or by torch);
+//      dkv_accum, guard counters; Delta = rowsum(o * dout) is fused into it,
+//      so a given `delta` is refused unless the kernel takes a "delta"
+//      parameter (the Python API routes such calls to the reference);
 //   2. dkv = dkv_accum cast to dkv_dtype: a "dkv_cast" kernel, else torch
 //      (nothing to do for fp32, which returns dkv_accum itself).
 // A bwd kernel always accumulates into fp32 dkv_accum, so one compiled for
@@ -125,8 +125,9 @@ Outputs emptyProblem(const BwdArgs &args, const BwdSizes &n) {
       at::zeros({kNumCounters}, args.q.options().dtype(at::kLong));
   if (n.S_kv == 0)
     counters.select(0, 0).fill_(n.T * n.G * n.K);
-  if (n.K == 0 || n.S_kv == 0)
-    counters.select(0, 1).fill_(n.T * n.H);
+  // dead_rows counts rows whose lse guard fires (smla/contract.py); rows
+  // without a valid slot are counted as invalid slots.
+  counters.select(0, 1).copy_(at::isfinite(args.lse).logical_not().sum());
   return {dq, dkv, counters};
 }
 
@@ -185,8 +186,13 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE) {
   const CUstream stream =
       static_cast<CUstream>(at::cuda::getCurrentCUDAStream().stream());
 
+  const bool deltaGiven = args.delta.has_value() && args.delta->defined();
+  TORCH_CHECK(!deltaGiven || takesParam(bwd, "delta"), kOpName,
+              ": argument 'delta' is not supported by ", bwd.describe(),
+              ": it computes Delta = rowsum(o * dout) itself; pass delta=None "
+              "or use the reference backward");
   if (takesParam(bwd, "delta")) {
-    if (args.delta.has_value() && args.delta->defined()) {
+    if (deltaGiven) {
       t.delta = *args.delta;
     } else if (const runtime::KernelEntry *deltaKernel = selectOptional(
                    library, makeRequest("delta", n, lseBaseE, hasPositions,

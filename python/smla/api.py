@@ -37,6 +37,7 @@ tensor and the extension imports, otherwise "reference".
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Optional
 
 import torch
@@ -47,6 +48,11 @@ from .contract import COUNTER_NAMES, default_sm_scale, normalize_lse_base
 from .reference import sparse_mla_bwd_reference
 
 MODES = ("compiled", "checked", "reference")
+
+
+class SmlaDeltaFallback(UserWarning):
+    """A call with an explicit delta ran the reference instead of the kernels."""
+
 _CTX = "smla.sparse_mla_bwd"
 
 
@@ -92,6 +98,15 @@ def sparse_mla_bwd(
         return _batched(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions,
                         dq_dtype, dkv_dtype, diagnostics, mode)
     mode = resolve_mode(mode, q)
+    if delta is not None and mode != "reference":
+        # The compiled kernels fuse Delta = rowsum(o * do) and cannot take
+        # another one (SparseMLA folds a gradient into lse into delta): such a
+        # call is computed by the reference, correct but slower.
+        warnings.warn(
+            f"{_CTX}: argument 'delta' is not supported by the compiled kernels "
+            f"(mode {mode!r}); this call runs the reference backward", SmlaDeltaFallback,
+            stacklevel=2)
+        mode = "reference"
     validate_bwd_args(
         q, kv, o, do, indices, lse, q_positions=q_positions, delta=delta, sm_scale=sm_scale,
         lse_base=lse_base, dq_dtype=dq_dtype, dkv_dtype=dkv_dtype,

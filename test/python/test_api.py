@@ -270,3 +270,24 @@ def test_dynamo_traces_the_api_without_graph_breaks():
     got = fn(*a.values())
     want = smla.sparse_mla_bwd(*a.values(), mode="reference")
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_delta_runs_the_reference_with_a_warning():
+    """The kernels fuse Delta; a caller's delta (SparseMLA's lse gradient) must
+    not be dropped silently: the call runs the reference and says so."""
+    from smla.api import SmlaDeltaFallback
+    from smla.reference import sparse_mla_bwd_reference
+
+    torch.manual_seed(0)
+    T, H, S, K, D, Dt = 4, 2, 16, 5, 8, 8
+    q = torch.randn(T, H, D + Dt, dtype=torch.bfloat16)
+    kv = torch.randn(S, 1, D + Dt, dtype=torch.bfloat16)
+    o = torch.randn(T, H, D, dtype=torch.bfloat16)
+    do = torch.randn(T, H, D, dtype=torch.bfloat16)
+    idx = torch.randint(0, S, (T, 1, K), dtype=torch.int32)
+    lse = torch.randn(T, H)
+    delta = torch.randn(T, H)
+    with pytest.warns(SmlaDeltaFallback, match="argument 'delta'"):
+        dq, dkv = smla.sparse_mla_bwd(q, kv, o, do, idx, lse, delta=delta, mode="checked")
+    rdq, rdkv = sparse_mla_bwd_reference(q, kv, o, do, idx, lse, delta=delta)
+    assert torch.equal(dq, rdq) and torch.equal(dkv, rdkv)

@@ -319,3 +319,15 @@ def test_glm_shape_runs_and_opcheck(dkv_dtype):
     assert torch.isfinite(dq.float()).all() and torch.isfinite(dkv.float()).all()
     assert cnt.dtype == torch.int64 and cnt.shape == (3,)
     torch.library.opcheck(OP.default, args, test_utils=("test_schema", "test_faketensor"))
+
+
+def test_misaligned_input_is_refused():
+    """A contiguous view at an odd offset would fault in the 16-byte loads."""
+    args = make_args("cpu")
+    q = args[ARG["q"]]
+    shifted = torch.empty(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape)
+    shifted.copy_(q)
+    args = with_arg(args, "q", shifted)
+    with pytest.raises(RuntimeError, match=CTX + "argument 'q' must start at a 16-byte "
+                       "aligned address, got storage offset 1"):
+        OP(*args)
