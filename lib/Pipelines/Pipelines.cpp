@@ -49,8 +49,7 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm) {
   pm.addPass(createSMLAVerifyGuards());
 }
 
-void mlir::smla::buildGpuToPtxPipeline(OpPassManager &pm,
-                                        StringRef cudaPath) {
+void mlir::smla::buildGpuToPtxPipeline(OpPassManager &pm, StringRef cudaPath) {
   // The standard route to PTX (docs/codegen.md): bare-pointer kernel
   // parameters, PTX ISA 8.1 for the vector red.global.add, libdevice linked
   // by gpu-module-to-binary for math.exp2.

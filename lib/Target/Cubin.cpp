@@ -84,8 +84,7 @@ std::vector<PtxasUsage> mlir::smla::parsePtxasReport(llvm::StringRef log) {
 bool mlir::smla::runPtxas(llvm::StringRef ptxas, llvm::StringRef ptxPath,
                           llvm::StringRef cubinPath, std::string &log) {
   if (!llvm::sys::fs::can_execute(ptxas)) {
-    log = ("ptxas not found or not executable at '" + ptxas +
-           "' (set --ptxas)")
+    log = ("ptxas not found or not executable at '" + ptxas + "' (set --ptxas)")
               .str();
     return false;
   }
@@ -94,27 +93,26 @@ bool mlir::smla::runPtxas(llvm::StringRef ptxas, llvm::StringRef ptxPath,
     log = "cannot create a temporary file for the ptxas log";
     return false;
   }
-  llvm::StringRef args[] = {ptxas, "-arch=sm_90a", "-v", ptxPath, "-o",
-                            cubinPath};
+  llvm::StringRef args[] = {ptxas,   "-arch=sm_90a", "-v",
+                            ptxPath, "-o",           cubinPath};
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, logPath.str(),
                                                 logPath.str()};
   std::string error;
-  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0,
-                                     0, &error);
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0, 0,
+                                     &error);
   if (auto buffer = llvm::MemoryBuffer::getFile(logPath))
     log = (*buffer)->getBuffer().str();
   llvm::sys::fs::remove(logPath);
   if (rc != 0) {
-    log = "ptxas failed (exit " + std::to_string(rc) + ") " + error + "\n" +
-          log;
+    log =
+        "ptxas failed (exit " + std::to_string(rc) + ") " + error + "\n" + log;
     return false;
   }
   return true;
 }
 
 std::string mlir::smla::sha256Hex(llvm::StringRef bytes) {
-  std::array<uint8_t, 32> hash = llvm::SHA256::hash(
-      llvm::ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(bytes.data()),
-                              bytes.size()));
+  std::array<uint8_t, 32> hash = llvm::SHA256::hash(llvm::ArrayRef<uint8_t>(
+      reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));
   return llvm::toHex(hash, /*LowerCase=*/true);
 }

@@ -97,9 +97,7 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     auto [key, value] = item.trim().split('=');
     key = key.trim();
     value = value.trim();
-    auto integer = [&](int64_t &slot) {
-      return !value.getAsInteger(10, slot);
-    };
+    auto integer = [&](int64_t &slot) { return !value.getAsInteger(10, slot); };
     auto boolean = [&](bool &slot) {
       if (value == "1" || value == "true")
         slot = true;

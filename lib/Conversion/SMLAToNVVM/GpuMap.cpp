@@ -113,7 +113,8 @@ Value reshape(OpBuilder &b, Location loc, Value flat, MemRefType type,
           return val;
         return arith::ConstantIndexOp::create(b, loc, *getConstantIntValue(f));
       };
-      stride = arith::MulIOp::create(b, loc, v(stride), v(sizes[i])).getResult();
+      stride =
+          arith::MulIOp::create(b, loc, v(stride), v(sizes[i])).getResult();
     }
   }
   return memref::ReinterpretCastOp::create(b, loc, type, flat,
@@ -129,8 +130,7 @@ public:
   /// (f32 for the run-time softmax scale, kScaleParam).
   gpu::GPUFuncOp create(StringRef name, StringRef kind,
                         ArrayRef<std::pair<StringRef, Value>> tensors,
-                        ArrayRef<StringRef> scalars,
-                        ArrayRef<StringRef> grid) {
+                        ArrayRef<StringRef> scalars, ArrayRef<StringRef> grid) {
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     SmallVector<Type> types;
     SmallVector<Attribute> names;
@@ -147,8 +147,8 @@ public:
     auto func = gpu::GPUFuncOp::create(b, module.getLoc(), name,
                                        b.getFunctionType(types, {}));
     func->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-    func.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
-        {static_cast<int32_t>(threads), 1, 1}));
+    func.setKnownBlockSizeAttr(
+        b.getDenseI32ArrayAttr({static_cast<int32_t>(threads), 1, 1}));
     func->setAttr(kKernelKindAttr, b.getStringAttr(kind));
     func->setAttr(kParamNamesAttr, b.getArrayAttr(names));
     SmallVector<Attribute> gridAttrs;
@@ -171,16 +171,16 @@ Sizes bindParams(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   for (auto [i, name] : llvm::enumerate(scalars)) {
     if (name == kScaleParam)
       continue; // read by smla-lower-to-nvvm (runtimeScale)
-    Value v = arith::IndexCastOp::create(
-        b, loc, b.getIndexType(), entry.getArgument(tensors.size() + i));
+    Value v = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                         entry.getArgument(tensors.size() + i));
     (name == "T" ? s.tokens : name == "S_kv" ? s.keys : s.topk) = v;
   }
   for (auto [i, entryPair] : llvm::enumerate(tensors)) {
     auto [name, v] = entryPair;
     bool keyed = name == "kv" || name == "dkv_accum" || name == "dkv";
-    Value view = reshape(b, loc, entry.getArgument(i),
-                         cast<MemRefType>(v.getType()),
-                         keyed ? s.keys : s.tokens, s.topk);
+    Value view =
+        reshape(b, loc, entry.getArgument(i), cast<MemRefType>(v.getType()),
+                keyed ? s.keys : s.tokens, s.topk);
     mapping.map(v, view);
   }
   return s;
@@ -234,9 +234,8 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
 
   // The backward kernel: grid (T, G).
   {
-    gpu::GPUFuncOp kernel =
-        kb.create((func.getName() + "_bwd").str(), "bwd", tensors, scalars,
-                  {"T", G, "1"});
+    gpu::GPUFuncOp kernel = kb.create((func.getName() + "_bwd").str(), "bwd",
+                                      tensors, scalars, {"T", G, "1"});
     OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
     IRMapping mapping;
     bindParams(b, loc, kernel, tensors, scalars, mapping);
@@ -296,13 +295,12 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     body(b, rows);
     gpu::ReturnOp::create(b, loc);
   };
-  rowKernel("_dkv_zero", "dkv_zero", {{"dkv_accum", roles->dkvAccum}},
-            [&](OpBuilder &b, ArrayRef<Value> rows) {
-              Value zero =
-                  arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-              linalg::FillOp::create(b, loc, ValueRange{zero},
-                                     ValueRange{rows[0]});
-            });
+  rowKernel(
+      "_dkv_zero", "dkv_zero", {{"dkv_accum", roles->dkvAccum}},
+      [&](OpBuilder &b, ArrayRef<Value> rows) {
+        Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+        linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{rows[0]});
+      });
   if (roles->dkv)
     rowKernel("_dkv_cast", "dkv_cast",
               {{"dkv_accum", roles->dkvAccum}, {"dkv", roles->dkv}},
@@ -338,8 +336,8 @@ struct SMLAGpuMapPass
     module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
                     UnitAttr::get(&getContext()));
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-    auto gpuModule = gpu::GPUModuleOp::create(b, module.getLoc(),
-                                              "smla_kernels");
+    auto gpuModule =
+        gpu::GPUModuleOp::create(b, module.getLoc(), "smla_kernels");
     for (func::FuncOp func : funcs)
       if (failed(mapFunction(func, gpuModule, threads)))
         return signalPassFailure();

@@ -39,15 +39,16 @@ void mlir::smla::lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma) {
     auto v8 = VectorType::get({8}, b.getF32Type());
     Value zeros = arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(v8, b.getF32FloatAttr(0)));
-    Value sum = emitReduce(
-        b, loc, arith::ConstantIndexOp::create(b, loc, 0),
-        arith::ConstantIndexOp::create(b, loc, width),
-        arith::ConstantIndexOp::create(b, loc, 8), zeros,
-        [&](OpBuilder &b, Value c, Value acc) {
-          Value a = loadVecF32(b, loc, op.getLhs(), {op.getToken(), head, c}, 8);
-          Value k = loadVecF32(b, loc, op.getTile(), {j, c}, 8);
-          return vector::FMAOp::create(b, loc, a, k, acc);
-        });
+    Value sum =
+        emitReduce(b, loc, arith::ConstantIndexOp::create(b, loc, 0),
+                   arith::ConstantIndexOp::create(b, loc, width),
+                   arith::ConstantIndexOp::create(b, loc, 8), zeros,
+                   [&](OpBuilder &b, Value c, Value acc) {
+                     Value a = loadVecF32(b, loc, op.getLhs(),
+                                          {op.getToken(), head, c}, 8);
+                     Value k = loadVecF32(b, loc, op.getTile(), {j, c}, 8);
+                     return vector::FMAOp::create(b, loc, a, k, acc);
+                   });
     Value total =
         vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, sum);
     memref::StoreOp::create(b, loc, total, op.getResult(), ValueRange{h, j});
@@ -55,8 +56,7 @@ void mlir::smla::lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma) {
   e.barrier();
 }
 
-void mlir::smla::lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op,
-                                   bool mma) {
+void mlir::smla::lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma) {
   if (mma && canUseMma(op)) {
     lowerDqAccumulateMma(e, op);
     return;
@@ -68,22 +68,23 @@ void mlir::smla::lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op,
     Location loc = e.loc;
     Value nq = arith::ConstantIndexOp::create(b, loc, width / 4);
     Value h = arith::DivUIOp::create(b, loc, q, nq);
-    Value c = arith::MulIOp::create(b, loc,
-                                    arith::RemUIOp::create(b, loc, q, nq),
-                                    arith::ConstantIndexOp::create(b, loc, 4));
+    Value c =
+        arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, q, nq),
+                              arith::ConstantIndexOp::create(b, loc, 4));
     auto v4 = VectorType::get({4}, b.getF32Type());
-    Value init = vector::LoadOp::create(b, loc, v4, op.getAcc(),
-                                        ValueRange{h, c});
-    Value sum = emitReduce(
-        b, loc, arith::ConstantIndexOp::create(b, loc, 0),
-        arith::ConstantIndexOp::create(b, loc, block),
-        arith::ConstantIndexOp::create(b, loc, 1), init,
-        [&](OpBuilder &b, Value j, Value acc) {
-          Value w = memref::LoadOp::create(b, loc, op.getDs(), ValueRange{h, j});
-          Value k = loadVecF32(b, loc, op.getTile(), {j, c}, 4);
-          Value wv = vector::BroadcastOp::create(b, loc, v4, w);
-          return vector::FMAOp::create(b, loc, wv, k, acc);
-        });
+    Value init =
+        vector::LoadOp::create(b, loc, v4, op.getAcc(), ValueRange{h, c});
+    Value sum =
+        emitReduce(b, loc, arith::ConstantIndexOp::create(b, loc, 0),
+                   arith::ConstantIndexOp::create(b, loc, block),
+                   arith::ConstantIndexOp::create(b, loc, 1), init,
+                   [&](OpBuilder &b, Value j, Value acc) {
+                     Value w = memref::LoadOp::create(b, loc, op.getDs(),
+                                                      ValueRange{h, j});
+                     Value k = loadVecF32(b, loc, op.getTile(), {j, c}, 4);
+                     Value wv = vector::BroadcastOp::create(b, loc, v4, w);
+                     return vector::FMAOp::create(b, loc, wv, k, acc);
+                   });
     vector::StoreOp::create(b, loc, sum, op.getAcc(), ValueRange{h, c});
   });
   e.barrier();

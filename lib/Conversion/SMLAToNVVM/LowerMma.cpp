@@ -42,8 +42,12 @@ struct Mma {
   Value mul(Value x, int64_t y) {
     return y == 1 ? x : arith::MulIOp::create(b, loc, x, c(y)).getResult();
   }
-  Value div(Value x, int64_t y) { return arith::DivUIOp::create(b, loc, x, c(y)); }
-  Value rem(Value x, int64_t y) { return arith::RemUIOp::create(b, loc, x, c(y)); }
+  Value div(Value x, int64_t y) {
+    return arith::DivUIOp::create(b, loc, x, c(y));
+  }
+  Value rem(Value x, int64_t y) {
+    return arith::RemUIOp::create(b, loc, x, c(y));
+  }
   Value lt(Value x, int64_t y) {
     return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x, c(y));
   }
@@ -68,8 +72,8 @@ struct Mma {
     if (as == 3)
       return LLVM::IntToPtrOp::create(b, loc,
                                       LLVM::LLVMPointerType::get(ctx, 3), a64);
-    Value p = LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(ctx),
-                                       a64);
+    Value p =
+        LLVM::IntToPtrOp::create(b, loc, LLVM::LLVMPointerType::get(ctx), a64);
     return LLVM::AddrSpaceCastOp::create(
         b, loc, LLVM::LLVMPointerType::get(ctx, as), p);
   }
@@ -126,8 +130,9 @@ struct Mma {
   }
 
   /// acc = init; for (k = 0; k < n; k += step) acc = fn(k, acc)
-  SmallVector<Value> reduce(int64_t n, int64_t step, ValueRange init,
-                            function_ref<SmallVector<Value>(Value, ValueRange)> fn) {
+  SmallVector<Value>
+  reduce(int64_t n, int64_t step, ValueRange init,
+         function_ref<SmallVector<Value>(Value, ValueRange)> fn) {
     auto loop = scf::ForOp::create(
         b, loc, c(0), c(n), c(step), init,
         [&](OpBuilder &nb, Location l, Value k, ValueRange args) {
@@ -268,9 +273,8 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
           init.push_back(
               m.sel(ok, vector::ExtractOp::create(m.b, m.loc, x, i), z));
     }
-    Value bRow = m.add(tileBase, m.mul(m.add(m.mul(ldRow, width),
-                                             m.add(n0, ldCol)),
-                                       2));
+    Value bRow =
+        m.add(tileBase, m.mul(m.add(m.mul(ldRow, width), m.add(n0, ldCol)), 2));
     SmallVector<Value> out = m.reduce(
         block, 16, init, [&](Value k, ValueRange c) -> SmallVector<Value> {
           Value kc = m.add(k, kq), kc8 = m.add(kc, 8);

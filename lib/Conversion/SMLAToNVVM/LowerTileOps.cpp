@@ -47,12 +47,11 @@ Value mlir::smla::loadVecF32(OpBuilder &b, Location loc, Value memref,
                                    llvm::Align(std::min<int64_t>(bytes, 16)));
   if (elem.isF32())
     return v;
-  return arith::ExtFOp::create(b, loc, VectorType::get({n}, b.getF32Type()),
-                               v);
+  return arith::ExtFOp::create(b, loc, VectorType::get({n}, b.getF32Type()), v);
 }
 
-Value mlir::smla::headIndex(OpBuilder &b, Location loc, Value group,
-                            int64_t hg, Value h) {
+Value mlir::smla::headIndex(OpBuilder &b, Location loc, Value group, int64_t hg,
+                            Value h) {
   Value base = arith::MulIOp::create(
       b, loc, group, arith::ConstantIndexOp::create(b, loc, hg));
   return arith::AddIOp::create(b, loc, base, h);
@@ -62,8 +61,7 @@ void mlir::smla::emitCount(OpBuilder &b, Location loc, Value counters,
                            int64_t slot, Value cond) {
   if (!counters)
     return;
-  Value ptr =
-      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, counters);
+  Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, counters);
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value present =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, ptr, zero);
@@ -86,8 +84,7 @@ Value mlir::smla::runtimeScale(Operation *op) {
     return {};
   for (auto [i, a] : llvm::enumerate(names))
     if (cast<StringAttr>(a).getValue() == kScaleParam &&
-        i < func.getNumArguments() &&
-        func.getArgument(i).getType().isF32())
+        i < func.getNumArguments() && func.getArgument(i).getType().isF32())
       return func.getArgument(i);
   return {};
 }
@@ -195,15 +192,13 @@ private:
       Value ok = arith::AndIOp::create(
           b, loc,
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, idx, zero),
-          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, idx,
-                                bound));
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, idx, bound));
       ok = arith::AndIOp::create(b, loc, ok, inLane(b, loc, j));
       if (limit) {
         Value lim = arith::IndexCastOp::create(b, loc, b.getIndexType(), limit);
         ok = arith::AndIOp::create(
             b, loc, ok,
-            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, idx,
-                                  lim));
+            arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, idx, lim));
       }
       return ok;
     };
@@ -229,10 +224,10 @@ private:
       Value head = headIndex(b, loc, g, hg, h);
       Value v = memref::LoadOp::create(b, loc, lse, ValueRange{t, head});
       Value mag = math::AbsFOp::create(b, loc, v);
-      Value inf = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(INFINITY));
+      Value inf =
+          arith::ConstantOp::create(b, loc, b.getF32FloatAttr(INFINITY));
       // Ordered: false for +-inf and NaN.
-      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, mag,
-                                   inf);
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OLT, mag, inf);
     };
     lanes[op.getLive()] = live;
     if (Value counters = op.getCounters())
@@ -270,8 +265,8 @@ private:
           arith::ConstantIndexOp::create(b, loc, 0));
       nvgpu::DeviceAsyncCopyOp::create(
           b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
-          ValueRange{r, col}, kv, ValueRange{row, g, col},
-          b.getIndexAttr(8), count, b.getUnitAttr());
+          ValueRange{r, col}, kv, ValueRange{row, g, col}, b.getIndexAttr(8),
+          count, b.getUnitAttr());
     });
     Value group = nvgpu::DeviceAsyncCreateGroupOp::create(
         e.b, e.loc, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()),
@@ -290,8 +285,8 @@ private:
     int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
     const double log2e = 1.4426950408889634;
     // scale * log2e, computed once per op (a kernel argument at run time).
-    Value k = scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(),
-                         log2e);
+    Value k =
+        scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(), log2e);
     bool natural = op.getBase() == LseBase::BaseE;
     double clamp = op.getClamp()->convertToDouble();
     e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
@@ -306,10 +301,10 @@ private:
         lse = arith::MulFOp::create(
             b, loc, lse,
             arith::ConstantOp::create(b, loc, b.getF32FloatAttr(log2e)));
-      Value s = memref::LoadOp::create(b, loc, op.getScores(), ValueRange{h, j});
+      Value s =
+          memref::LoadOp::create(b, loc, op.getScores(), ValueRange{h, j});
       Value x2 = arith::SubFOp::create(
-          b, loc,
-          arith::MulFOp::create(b, loc, s, k), lse);
+          b, loc, arith::MulFOp::create(b, loc, s, k), lse);
       Value bound = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(clamp));
       Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
       Value ex = math::Exp2Op::create(b, loc, xc);
@@ -341,7 +336,8 @@ private:
       Value j = arith::RemUIOp::create(b, loc, q, nb);
       Value p = memref::LoadOp::create(b, loc, op.getProbs(), ValueRange{h, j});
       Value dp = memref::LoadOp::create(b, loc, op.getDp(), ValueRange{h, j});
-      Value delta = memref::LoadOp::create(b, loc, op.getDelta(), ValueRange{h});
+      Value delta =
+          memref::LoadOp::create(b, loc, op.getDelta(), ValueRange{h});
       Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
       Value ds = arith::MulFOp::create(
           b, loc,
@@ -385,28 +381,28 @@ private:
         dkvType.isDynamicDim(2))
       return op.emitOpError() << "GPU scatter needs static dkv widths that "
                                  "are multiples of 4";
-    Value base = memref::ExtractAlignedPointerAsIndexOp::create(e.b, e.loc,
-                                                                op.getDkv());
+    Value base =
+        memref::ExtractAlignedPointerAsIndexOp::create(e.b, e.loc, op.getDkv());
     e.ctaLoop(block * (width / 4), [&](OpBuilder &b, Value q) {
       Location loc = e.loc;
       Value nq = arith::ConstantIndexOp::create(b, loc, width / 4);
       Value j = arith::DivUIOp::create(b, loc, q, nq);
-      Value c = arith::MulIOp::create(
-          b, loc, arith::RemUIOp::create(b, loc, q, nq),
-          arith::ConstantIndexOp::create(b, loc, 4));
+      Value c =
+          arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, q, nq),
+                                arith::ConstantIndexOp::create(b, loc, 4));
       auto v4 = VectorType::get({4}, b.getF32Type());
       Value zeros = arith::ConstantOp::create(
           b, loc, DenseElementsAttr::get(v4, b.getF32FloatAttr(0)));
       Value acc = headSum(b, loc, op, op.getDs(), op.getQ(), j, c, zeros);
-      Value inV = arith::CmpIOp::create(
-          b, loc, arith::CmpIPredicate::slt, c,
-          arith::ConstantIndexOp::create(b, loc, d));
+      Value inV =
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, c,
+                                arith::ConstantIndexOp::create(b, loc, d));
       auto ifOp = scf::IfOp::create(
           b, loc, inV,
           [&](OpBuilder &nb, Location l) {
             scf::YieldOp::create(
-                nb, l, headSum(nb, l, op, op.getProbs(), op.getDout(), j, c,
-                               acc));
+                nb, l,
+                headSum(nb, l, op, op.getProbs(), op.getDout(), j, c, acc));
           },
           [&](OpBuilder &nb, Location l) { scf::YieldOp::create(nb, l, acc); });
       acc = ifOp.getResult(0);
@@ -444,8 +440,8 @@ private:
       operands.push_back(valid);
       LLVM::InlineAsmOp::create(
           b, loc, TypeRange{}, operands,
-          "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};",
-          "l,f,f,f,f,b", /*has_side_effects=*/true, /*is_align_stack=*/false,
+          "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b",
+          /*has_side_effects=*/true, /*is_align_stack=*/false,
           LLVM::TailCallKind::None,
           LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
           ArrayAttr());
@@ -470,13 +466,14 @@ private:
           arith::ConstantIndexOp::create(b, loc, d),
           arith::ConstantIndexOp::create(b, loc, 8), zeros,
           [&](OpBuilder &b, Value c, Value acc) {
-            Value o = loadVecF32(b, loc, op.getO(), {op.getToken(), head, c}, 8);
-            Value g = loadVecF32(b, loc, op.getDout(),
-                                 {op.getToken(), head, c}, 8);
+            Value o =
+                loadVecF32(b, loc, op.getO(), {op.getToken(), head, c}, 8);
+            Value g =
+                loadVecF32(b, loc, op.getDout(), {op.getToken(), head, c}, 8);
             return vector::FMAOp::create(b, loc, o, g, acc);
           });
-      Value total = vector::ReductionOp::create(
-          b, loc, vector::CombiningKind::ADD, sum);
+      Value total =
+          vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, sum);
       memref::StoreOp::create(b, loc, total, op.getDelta(), ValueRange{h});
     });
     e.barrier();
@@ -504,7 +501,8 @@ private:
   }
 
   static bool chunkable(MemRefType type) {
-    return type.hasStaticShape() && type.getDimSize(type.getRank() - 1) % 4 == 0;
+    return type.hasStaticShape() &&
+           type.getDimSize(type.getRank() - 1) % 4 == 0;
   }
 
   LogicalResult lowerOp(CtaEmitter &e, linalg::FillOp op) {

@@ -13,8 +13,8 @@
 
 #include "smla/Conversion/Passes.h"
 
-#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 
 namespace mlir::smla {
 #define GEN_PASS_DEF_SMLAALLOCATESMEM
@@ -62,9 +62,8 @@ static void collectUses(Value buffer, SmallVectorImpl<Operation *> &uses) {
   }
 }
 
-LiveRange
-mlir::smla::computeLiveRange(Value buffer,
-                             const llvm::DenseMap<Operation *, int64_t> &order) {
+LiveRange mlir::smla::computeLiveRange(
+    Value buffer, const llvm::DenseMap<Operation *, int64_t> &order) {
   SmallVector<Operation *> uses;
   collectUses(buffer, uses);
   Operation *def = buffer.getDefiningOp();
@@ -111,9 +110,9 @@ bool isWorkgroup(MemRefType type) {
 }
 
 MemRefType workgroupBytes(MLIRContext *ctx, int64_t n) {
-  return MemRefType::get({n}, IntegerType::get(ctx, 8), MemRefLayoutAttrInterface{},
-                         gpu::AddressSpaceAttr::get(
-                             ctx, gpu::AddressSpace::Workgroup));
+  return MemRefType::get(
+      {n}, IntegerType::get(ctx, 8), MemRefLayoutAttrInterface{},
+      gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
 }
 
 /// The external, zero-sized workgroup global: `.extern .shared .b8 x[]`.
@@ -252,9 +251,9 @@ struct SMLAVerifySmemPass
         int64_t end = *offset + byteSize(v.getType());
         if (!limitAttr || end > limitAttr.getInt()) {
           v.emitOpError() << "is a shared-memory slice [" << *offset << ", "
-                          << end << ") past the kernel's "
-                          << kDynamicSmemAttr << " of "
-                          << (limitAttr ? limitAttr.getInt() : 0) << " bytes";
+                          << end << ") past the kernel's " << kDynamicSmemAttr
+                          << " of " << (limitAttr ? limitAttr.getInt() : 0)
+                          << " bytes";
           ok = false;
         }
         slices.push_back({v, *offset, end, computeLiveRange(v, order)});

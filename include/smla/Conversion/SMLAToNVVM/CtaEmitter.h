@@ -54,8 +54,7 @@ struct CtaEmitter {
 
 /// acc = init; for (iv = lb; iv < ub; iv += step) acc = fn(iv, acc)
 Value emitReduce(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
-                 Value init,
-                 function_ref<Value(OpBuilder &, Value, Value)> fn);
+                 Value init, function_ref<Value(OpBuilder &, Value, Value)> fn);
 
 /// Loads `n` consecutive elements at `indices` and widens them to f32.
 Value loadVecF32(OpBuilder &b, Location loc, Value memref, ValueRange indices,

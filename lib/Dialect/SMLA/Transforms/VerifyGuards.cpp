@@ -67,6 +67,13 @@ LogicalResult verifyLoweredExp(Operation *exp) {
       return exp->emitOpError() << "is an unguarded exponential: its result "
                                    "is used outside the true branch of an "
                                    "arith.select";
+    // The guard selects exactly zero for dead rows and invalid lanes.
+    FloatAttr otherwise;
+    if (!matchPattern(select.getFalseValue(), m_Constant(&otherwise)) ||
+        !otherwise.getValue().isZero())
+      return exp->emitOpError() << "is an unguarded exponential: the select "
+                                   "that consumes it does not choose 0.0 "
+                                   "otherwise";
   }
   return success();
 }

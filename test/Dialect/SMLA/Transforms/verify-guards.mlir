@@ -305,6 +305,30 @@ func.func @exp_false_branch(%x: f32, %ok: i1) -> f32 {
 
 // -----
 
+// The select must choose exactly 0.0 when the guard is off.
+func.func @exp_select_not_zero(%x: f32, %ok: i1) -> f32 {
+  %one = arith.constant 1.0 : f32
+  %bound = arith.constant 32.0 : f32
+  %xc = arith.minimumf %x, %bound : f32
+  // expected-error @+1 {{the select that consumes it does not choose 0.0 otherwise}}
+  %e = math.exp2 %xc : f32
+  %p = arith.select %ok, %e, %one : f32
+  return %p : f32
+}
+
+// -----
+
+func.func @exp_select_not_constant(%x: f32, %ok: i1) -> f32 {
+  %bound = arith.constant 32.0 : f32
+  %xc = arith.minimumf %x, %bound : f32
+  // expected-error @+1 {{does not choose 0.0 otherwise}}
+  %e = math.exp2 %xc : f32
+  %p = arith.select %ok, %e, %x : f32
+  return %p : f32
+}
+
+// -----
+
 // A guarded exponential passes.
 func.func @exp_guarded(%x: f32, %ok: i1) -> f32 {
   %zero = arith.constant 0.0 : f32

@@ -146,7 +146,7 @@ def SMLAVerifyGuards : Pass<"smla-verify-guards"> {
     * after lowering, a `math.exp2` or `math.exp` is not fed by a clamp
       (`arith.minimumf`/`arith.minnumf` with a constant at most 64), or one
       of its results is used by anything but the true branch of an
-      `arith.select`.
+      `arith.select` whose false branch is the constant 0.0.
 
     It changes nothing and runs at the end of every smla pipeline.
   }];
