@@ -37,9 +37,10 @@ using namespace mlir::smla;
 namespace cl = llvm::cl;
 
 static cl::list<std::string>
-    configs("config", cl::desc("Kernel configuration, e.g. d=512,dt=64,"
-                               "heads=16,groups=1,block=64,lse=base2,"
-                               "positions=1,dq=bf16,dkv=bf16 (repeatable)"),
+    configs("config",
+            cl::desc("Kernel configuration, e.g. d=512,dt=64,"
+                     "heads=16,groups=1,block=64,lse=base2,"
+                     "positions=1,dq=bf16,dkv=bf16 (repeatable)"),
             cl::value_desc("key=value,..."));
 static cl::opt<std::string> outDir("o", cl::desc("Output directory"),
                                    cl::value_desc("dir"), cl::Required);
@@ -121,8 +122,9 @@ int main(int argc, char **argv) {
     llvm::SmallString<128> cuda(ptxasPath);
     llvm::sys::path::remove_filename(cuda);
     llvm::sys::path::remove_filename(cuda);
-    buildGpuToPtxPipeline(ptxPm, cuda.empty() ? llvm::StringRef("/usr/local/cuda")
-                                               : llvm::StringRef(cuda));
+    buildGpuToPtxPipeline(ptxPm, cuda.empty()
+                                     ? llvm::StringRef("/usr/local/cuda")
+                                     : llvm::StringRef(cuda));
     if (failed(ptxPm.run(*module)))
       return fail("--config '" + text + "': lowering to PTX failed");
     std::optional<std::string> ptx = extractPtx(*module);
@@ -143,8 +145,8 @@ int main(int argc, char **argv) {
     for (const PtxasUsage &u : parsePtxasReport(log)) {
       if (!quiet)
         llvm::outs() << u.entry << ": " << u.registers << " registers, "
-                     << u.spillStores << " bytes spill stores, "
-                     << u.spillLoads << " bytes spill loads\n";
+                     << u.spillStores << " bytes spill stores, " << u.spillLoads
+                     << " bytes spill loads\n";
       if ((u.spillStores != 0 || u.spillLoads != 0) && !allowSpills)
         return fail("--config '" + text + "': kernel " + u.entry +
                     " spills registers (see " + name + ".ptxas.txt)");
@@ -170,10 +172,10 @@ int main(int argc, char **argv) {
         else
           grid.push_back(g);
       }
-      entry["launch"] = llvm::json::Object{
-          {"block", llvm::json::Array{k.threads, 1, 1}},
-          {"grid", std::move(grid)},
-          {"dynamic_smem", k.dynamicSmem}};
+      entry["launch"] =
+          llvm::json::Object{{"block", llvm::json::Array{k.threads, 1, 1}},
+                             {"grid", std::move(grid)},
+                             {"dynamic_smem", k.dynamicSmem}};
       llvm::json::Array params;
       for (auto [i, p] : llvm::enumerate(k.params))
         params.push_back(llvm::json::Object{
