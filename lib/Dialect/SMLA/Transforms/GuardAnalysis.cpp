@@ -91,6 +91,22 @@ std::string mlir::smla::explainMaskMismatch(Value mask, Value indices,
   return "";
 }
 
+std::string mlir::smla::explainIndexOrigin(Value indices, Value token,
+                                           Value group) {
+  auto load = indices.getDefiningOp<IndexLoadOp>();
+  if (!load)
+    return "indices are not produced by smla.index_load";
+  if (load.getGroup() != group || (token && load.getToken() != token))
+    return "indices were loaded for a different token or group";
+  if (Value limit = load.getLimit()) {
+    auto position = limit.getDefiningOp<memref::LoadOp>();
+    if (!position || position.getIndices().size() != 1 ||
+        position.getIndices()[0] != load.getToken())
+      return "the position limit of its indices is not positions[token]";
+  }
+  return "";
+}
+
 std::string mlir::smla::explainLiveMismatch(Value live, SoftmaxOp softmax) {
   if (!live)
     return "has no live-row guard";

@@ -21,8 +21,11 @@ using namespace mlir::smla;
 
 namespace {
 LogicalResult verifyAccess(Operation *op, StringRef what, Value mask,
-                           Value indices, Value tensor) {
+                           Value indices, Value tensor, Value token,
+                           Value group) {
   std::string why = explainMaskMismatch(mask, indices, tensor);
+  if (why.empty())
+    why = explainIndexOrigin(indices, token, group);
   if (why.empty())
     return success();
   return op->emitOpError() << "is an unguarded " << what << ": " << why;
@@ -89,11 +92,13 @@ struct SMLAVerifyGuardsPass
                  << "has no guards; decompose it and insert guards "
                     "(smla-guarded pipeline) first";
       else if (auto gather = dyn_cast<GatherOp>(op))
-        result = verifyAccess(op, "gather", gather.getMask(),
-                              gather.getIndices(), gather.getKv());
+        result =
+            verifyAccess(op, "gather", gather.getMask(), gather.getIndices(),
+                         gather.getKv(), Value(), gather.getGroup());
       else if (auto scatter = dyn_cast<ScatterDkvOp>(op))
         result = verifyAccess(op, "scatter", scatter.getMask(),
-                              scatter.getIndices(), scatter.getDkv());
+                              scatter.getIndices(), scatter.getDkv(),
+                              scatter.getToken(), scatter.getGroup());
       else if (auto softmax = dyn_cast<SoftmaxOp>(op))
         result = verifySoftmax(softmax);
       else if (isa<math::Exp2Op, math::ExpOp>(op))

@@ -251,6 +251,62 @@ func.func @wrong_mask(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, %q: me
 
 // -----
 
+// The index block must be the one of the accessed (token, group) ...
+func.func @other_group(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, %t: index, %g: index, %h: index, %k0: index) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %keys = memref.alloca() : memref<16x48xbf16>
+  %i = smla.index_load %idxs[%t, %g, %k0] : memref<?x1x?xi32> -> vector<16xi32>
+  %S = memref.dim %kv, %c0 : memref<?x1x48xbf16>
+  %K = memref.dim %idxs, %c2 : memref<?x1x?xi32>
+  %left = arith.subi %K, %k0 : index
+  %n = arith.minsi %left, %c16 : index
+  %m = smla.index_mask %i below %S lanes %n : vector<16xi32> -> vector<16xi1>
+  // expected-error @+1 {{is an unguarded gather: indices were loaded for a different token or group}}
+  smla.gather %kv[%h] rows(%i) mask(%m : vector<16xi1>) into %keys : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
+  return
+}
+
+// -----
+
+func.func @other_token(%acc: memref<?x1x48xf32>, %idxs: memref<?x1x?xi32>, %q: memref<?x4x48xbf16>, %t: index, %u: index, %g: index, %k0: index) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %ds = memref.alloca() : memref<4x16xf32>
+  %i = smla.index_load %idxs[%t, %g, %k0] : memref<?x1x?xi32> -> vector<16xi32>
+  %S = memref.dim %acc, %c0 : memref<?x1x48xf32>
+  %K = memref.dim %idxs, %c2 : memref<?x1x?xi32>
+  %left = arith.subi %K, %k0 : index
+  %n = arith.minsi %left, %c16 : index
+  %m = smla.index_mask %i below %S lanes %n : vector<16xi32> -> vector<16xi1>
+  // expected-error @+1 {{is an unguarded scatter: indices were loaded for a different token or group}}
+  smla.scatter_dkv %ds, %ds, %q, %q[%u, %g] rows(%i) mask(%m : vector<16xi1>) into %acc : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x48xbf16>, vector<16xi32>, memref<?x1x48xf32>
+  return
+}
+
+// -----
+
+// ... and its position limit must be positions[token].
+func.func @limit_not_position(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, %t: index, %g: index, %k0: index, %pos: i32) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %keys = memref.alloca() : memref<16x48xbf16>
+  %i = smla.index_load %idxs[%t, %g, %k0] limit %pos : memref<?x1x?xi32> -> vector<16xi32>
+  %S = memref.dim %kv, %c0 : memref<?x1x48xbf16>
+  %K = memref.dim %idxs, %c2 : memref<?x1x?xi32>
+  %left = arith.subi %K, %k0 : index
+  %n = arith.minsi %left, %c16 : index
+  %m = smla.index_mask %i below %S lanes %n limit %pos : vector<16xi32> -> vector<16xi1>
+  // expected-error @+1 {{is an unguarded gather: the position limit of its indices is not positions[token]}}
+  smla.gather %kv[%g] rows(%i) mask(%m : vector<16xi1>) into %keys : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
+  return
+}
+
+// -----
+
 func.func @whole(%q: memref<?x4x48xbf16>, %kv: memref<?x1x48xbf16>, %o: memref<?x4x32xbf16>, %idx: memref<?x1x?xi32>, %lse: memref<?x4xf32>, %dq: memref<?x4x48xf32>, %acc: memref<?x1x48xf32>) {
   // expected-error @+1 {{has no guards; decompose it and insert guards (smla-guarded pipeline) first}}
   smla.sparse_attention_bwd q(%q : memref<?x4x48xbf16>) kv(%kv : memref<?x1x48xbf16>) o(%o : memref<?x4x32xbf16>) dout(%o : memref<?x4x32xbf16>) indices(%idx : memref<?x1x?xi32>) lse(%lse : memref<?x4xf32>) dq(%dq : memref<?x4x48xf32>) dkv_accum(%acc : memref<?x1x48xf32>) {config = #smla.config<d = 32, dt = 16, heads = 4, groups = 1, block = 16, lseBase = base2, positions = false, dqType = f32, dkvType = f32>, sm_scale = 1.0 : f32}

@@ -30,6 +30,12 @@ GatherOp findScoreGather(SoftmaxOp softmax);
 /// of the block, and with the position limit the indices carry (if any).
 std::string explainMaskMismatch(Value mask, Value indices, Value tensor);
 
+/// Why `indices` are not the index block of the access at (`token`, `group`)
+/// (`token` may be null for accesses that do not name one), or an empty
+/// string when they are: the smla.index_load must read the same token and
+/// group, and its position limit, if any, must be `positions[token]`.
+std::string explainIndexOrigin(Value indices, Value token, Value group);
+
 /// Why `live` is not the dead-row guard of `softmax`'s lse row, or an empty
 /// string when it is.
 std::string explainLiveMismatch(Value live, SoftmaxOp softmax);
