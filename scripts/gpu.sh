@@ -3,20 +3,21 @@
 # compute-sanitizer (no LLVM, no network needed), given the kernel library
 # built on a CPU machine (scripts/build.sh smla-kernels -> build/kernels):
 #   1. builds the runtime tests and the torch extension against this torch,
-#   2. runs the GPU test suite (compiled vs reference, opcheck, graphs, ...),
+#   2. runs the GPU test suite (compiled vs reference, opcheck, graphs, ...)
+#      and replays a synthetic dump of the reported GLM-5.2 event,
 #   3. runs compute-sanitizer memcheck/racecheck/initcheck on a reduced suite
 #      that still holds every kind of invalid index,
 #   4. runs the benchmarks (BENCHMARKS.md shapes, peers in the same process),
 # writes logs and JSON to OUT and prints a summary table last.
 #
 #   bash scripts/gpu.sh OUT [KERNEL_DIR]        (KERNEL_DIR: build/kernels)
-#   SMLA_GPU_STEPS="tests sanitize bench" selects steps; SMLA_BENCH_SHAPES
+#   SMLA_GPU_STEPS="tests replay sanitize bench" selects steps; SMLA_BENCH_SHAPES
 #   selects shapes (default: B1 B2 B2r B3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: scripts/gpu.sh OUT [KERNEL_DIR]}
 KDIR=$(realpath "${2:-build/kernels}")
-STEPS=${SMLA_GPU_STEPS:-tests sanitize bench}
+STEPS=${SMLA_GPU_STEPS:-tests replay sanitize bench}
 mkdir -p "$OUT"
 export SMLA_KERNEL_DIR="$KDIR" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
 declare -A STATUS
@@ -45,6 +46,17 @@ step build build.log build_ext
 if [[ " $STEPS " == *" tests "* ]]; then
   step tests tests.log python3 -m pytest -q -rs test/python \
     --junitxml="$OUT/tests.xml"
+fi
+if [[ " $STEPS " == *" replay "* ]]; then
+  # The reported event: one context-parallel rank (of 4) of GLM-5.2, H=16,
+  # 512+64, top-k 2048, -1 padding for early tokens, dead rows with
+  # lse = +inf/-inf/NaN; compiled vs reference, 0 NaN/Inf required.
+  replay() {
+    python3 -m smla.synthetic "$OUT/glm52_dump.pt" --kv 16384 --topk 2048 --device cuda &&
+      python3 -m smla.replay "$OUT/glm52_dump.pt" --backend compiled
+  }
+  step replay replay.log replay
+  rm -f "$OUT/glm52_dump.pt"
 fi
 if [[ " $STEPS " == *" sanitize "* ]]; then
   # memcheck on every configuration; racecheck and initcheck, much slower,

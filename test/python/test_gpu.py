@@ -118,6 +118,20 @@ def test_compiled_cp_positions_dsa_indices():
 
 
 @needs_compiled
+def test_compiled_packed_sequences():
+    """THD packing: per-sequence causal DSA indices with absolute positions."""
+    from smla.indices import packed
+
+    idx, pos, _ = packed([40, 24, 64], 48, kind="dsa", seed=3, device="cuda")
+    S = int(pos.max()) + 1
+    p = problem(T=pos.numel(), S=S, K=48, positions=pos.cpu(), adversarial=False)
+    p["indices"] = idx.to(torch.int32)
+    p["o"], p["lse"] = sparse_mla_fwd_reference(p["q"], p["kv"], p["indices"], d_v=512,
+                                                q_positions=p["q_positions"])
+    compare(p)
+
+
+@needs_compiled
 def test_compiled_stale_lse_clamps_finite():
     p = problem(adversarial=False)
     p["lse"] = p["lse"] - 40.0
