@@ -112,7 +112,8 @@ def test_overlap_ranges_dsa_vs_random():
     # DSA-like: neighbours share most keys (BENCHMARKS.md reports ~0.8 / 1.6 / 2.4
     # at full size); random: overlap ~ K/S and unions close to independent draws.
     assert 0.6 < dsa["next_overlap"] < 0.95
-    assert 1.2 < dsa["union_8"] < 2.5 and dsa["union_8"] < dsa["union_64"] < 5.0
+    assert dsa["union_8"] > 1.2 and dsa["union_8"] < 2.5
+    assert dsa["union_8"] < dsa["union_64"] < 5.0
     p = K / S
     assert rnd["next_overlap"] == pytest.approx(p, abs=0.02)
     assert rnd["union_8"] == pytest.approx((1 - (1 - p) ** 8) / p, rel=0.05)

@@ -66,11 +66,7 @@ void mlir::smla::lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma) {
   int64_t block = op.getDs().getType().getDimSize(1);
   e.ctaLoop(hg * (width / 4), [&](OpBuilder &b, Value q) {
     Location loc = e.loc;
-    Value nq = arith::ConstantIndexOp::create(b, loc, width / 4);
-    Value h = arith::DivUIOp::create(b, loc, q, nq);
-    Value c =
-        arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, q, nq),
-                              arith::ConstantIndexOp::create(b, loc, 4));
+    auto [h, c] = splitQuad(b, loc, q, width);
     auto v4 = VectorType::get({4}, b.getF32Type());
     Value init =
         vector::LoadOp::create(b, loc, v4, op.getAcc(), ValueRange{h, c});

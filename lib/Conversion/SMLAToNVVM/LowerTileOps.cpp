@@ -34,6 +34,16 @@ Value mlir::smla::emitReduce(
   return loop.getResult(0);
 }
 
+std::pair<Value, Value> mlir::smla::splitQuad(OpBuilder &b, Location loc,
+                                              Value q, int64_t width) {
+  Value nq = arith::ConstantIndexOp::create(b, loc, width / 4);
+  Value row = arith::DivUIOp::create(b, loc, q, nq);
+  Value col =
+      arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, q, nq),
+                            arith::ConstantIndexOp::create(b, loc, 4));
+  return {row, col};
+}
+
 Value mlir::smla::loadVecF32(OpBuilder &b, Location loc, Value memref,
                              ValueRange indices, int64_t n) {
   Type elem = cast<MemRefType>(memref.getType()).getElementType();
@@ -385,11 +395,7 @@ private:
         memref::ExtractAlignedPointerAsIndexOp::create(e.b, e.loc, op.getDkv());
     e.ctaLoop(block * (width / 4), [&](OpBuilder &b, Value q) {
       Location loc = e.loc;
-      Value nq = arith::ConstantIndexOp::create(b, loc, width / 4);
-      Value j = arith::DivUIOp::create(b, loc, q, nq);
-      Value c =
-          arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, q, nq),
-                                arith::ConstantIndexOp::create(b, loc, 4));
+      auto [j, c] = splitQuad(b, loc, q, width);
       auto v4 = VectorType::get({4}, b.getF32Type());
       Value zeros = arith::ConstantOp::create(
           b, loc, DenseElementsAttr::get(v4, b.getF32FloatAttr(0)));

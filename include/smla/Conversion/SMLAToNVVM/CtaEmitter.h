@@ -52,6 +52,11 @@ struct CtaEmitter {
   int64_t threads;
 };
 
+/// Splits a flat index over rows of `width / 4` quads (groups of 4 f32
+/// columns) into (row, first column of the quad).
+std::pair<Value, Value> splitQuad(OpBuilder &b, Location loc, Value q,
+                                  int64_t width);
+
 /// acc = init; for (iv = lb; iv < ub; iv += step) acc = fn(iv, acc)
 Value emitReduce(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
                  Value init, function_ref<Value(OpBuilder &, Value, Value)> fn);
