@@ -262,25 +262,30 @@ def test_device_mismatch_message_cuda(name):
 
 
 @needs_cuda
-@pytest.mark.parametrize("sizes,counters", [
-    (dict(T=0), [0, 0, 0]),
-    (dict(K=0), [0, 16, 0]),  # every row dead: T*H
-    (dict(S=0), [24, 16, 0]),  # every slot invalid: T*G*K; every row dead
+@pytest.mark.parametrize("sizes,invalid_slots", [
+    (dict(T=0), 0),
+    (dict(K=0), 0),
+    (dict(S=0), 24),  # every slot invalid: T*G*K
 ])
 @pytest.mark.parametrize("dkv_dtype", [torch.bfloat16, torch.float32])
-def test_empty_problem_returns_zeros_without_kernels(monkeypatch, sizes, counters,
+def test_empty_problem_returns_zeros_without_kernels(monkeypatch, sizes, invalid_slots,
                                                      dkv_dtype):
     monkeypatch.setenv("SMLA_KERNEL_DIR", "/nonexistent/smla-kernels")
     args = make_args("cuda", **sizes)
     if sizes.get("S") == 0:
         args = with_arg(args, "indices", torch.zeros(4, 2, 3, dtype=torch.int32,
                                                      device="cuda"))
+    lse = args[ARG["lse"]]
+    if lse.numel():  # dead rows are rows whose lse is not finite (contract.py)
+        lse[0, 0], lse[-1, -1] = float("inf"), float("nan")
+    dead_rows = int((~torch.isfinite(lse)).sum())
+    assert dead_rows == (2 if lse.numel() else 0)
     args = with_arg(args, "dkv_dtype", dkv_dtype)
     dq, dkv, cnt = OP(*args)
     assert dq.shape == args[0].shape and dq.dtype == torch.bfloat16
     assert dkv.shape == args[1].shape and dkv.dtype == dkv_dtype
     assert not dq.any() and not dkv.any()
-    assert cnt.tolist() == counters and cnt.device == dq.device
+    assert cnt.tolist() == [invalid_slots, dead_rows, 0] and cnt.device == dq.device
 
 
 @needs_cuda
