@@ -136,6 +136,9 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=None, help="default 3; tiny 1")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile(reference)")
     ap.add_argument("--tilelang", default=None, help="MODULE:FUNCTION of a TileLang peer")
+    ap.add_argument("--backends", nargs="+", default=None,
+                    help="only these backends (compiled, reference, compiled-reference, "
+                         "tilelang)")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
@@ -158,6 +161,8 @@ def main(argv=None):
               f"union64/K {ov['union_64']:.2f}")
         row = {"overlap": ov, "flops": flops, "ms": {}}
         for bname, fn in backends(p, args).items():
+            if args.backends and bname not in args.backends:
+                continue
             ms = bench(fn, device, warmup, iters)
             row["ms"][bname] = ms
             print(f"  measured {bname}: {ms:.3f} ms", flush=True)

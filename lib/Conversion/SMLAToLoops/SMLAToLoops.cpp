@@ -222,7 +222,7 @@ void lower(RowLiveOp op) {
 void lower(GatherOp op) {
   LoopEmitter e(op);
   int64_t block = op.getTile().getType().getDimSize(0);
-  Value width = e.index(op.getTile().getType().getDimSize(1));
+  Value width = e.index(op.getKv().getType().getDimSize(2));
   e.loop(e.index(block), [&](OpBuilder &b, Value j) {
     Value valid = op.getMask()
                       ? extractLane(b, e.loc, op.getMask(), j)

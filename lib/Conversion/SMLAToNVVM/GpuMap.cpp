@@ -27,6 +27,8 @@ namespace {
 /// Kernel parameters are flat pointers; this static length is never used
 /// for addressing (the bare-pointer ABI drops it).
 constexpr int64_t kFlatLength = 2147483647;
+/// Extra bf16 columns per key-tile row in shared memory (16 bytes).
+constexpr int64_t kKeyTilePad = 8;
 
 /// The role of each function argument, found from the tile ops using it.
 struct Roles {
@@ -243,8 +245,20 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     Value g = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
     for (auto alloca : func.getBody().front().getOps<memref::AllocaOp>()) {
       MemRefType type = alloca.getType();
+      SmallVector<int64_t> shape(type.getShape());
+      // Key tiles (gather destinations) get rows padded by 16 bytes: with a
+      // row stride of 1152 B (576 bf16) the 8 rows that one mma fragment or
+      // ldmatrix phase reads fall into the same banks (8-way conflicts);
+      // 1168 B shifts each row by 4 banks. cp.async chunks stay 16 B aligned.
+      bool isKeyTile = llvm::any_of(alloca->getUsers(), [&](Operation *user) {
+        auto gather = dyn_cast<GatherOp>(user);
+        return gather && gather.getTile() == alloca.getResult();
+      });
+      if (isKeyTile && shape.size() == 2 && type.getElementType().isBF16() &&
+          shape[1] % 8 == 0)
+        shape[1] += kKeyTilePad;
       auto wg = MemRefType::get(
-          type.getShape(), type.getElementType(), MemRefLayoutAttrInterface{},
+          shape, type.getElementType(), MemRefLayoutAttrInterface{},
           gpu::AddressSpaceAttr::get(b.getContext(),
                                      gpu::AddressSpace::Workgroup));
       mapping.map(alloca.getResult(),

@@ -12,6 +12,11 @@
 //   dq_accumulate  acc[h, c] += sum_j bf16(ds[h, j]) * tile[j, c]
 //                  A = dS (shared f32, rounded to bf16 and packed),
 //                  B = tile (shared, ldmatrix.x4.trans: two n8 tiles).
+//   scatter_dkv    dkv[idx[j], c] += sum_h bf16(ds[h, j]) * q[h, c]
+//                                  + sum_h bf16(p[h, j]) * do[h, c]
+//                  M = slots, N = columns, K = heads (padded to 16);
+//                  A = dS^T / P^T (shared f32, transposed while packing),
+//                  B = q / do rows (global, 32-bit loads, see below).
 //
 // Fragment layout (PTX ISA, mma.m16n8k16 .bf16): with gr = lane / 4 and
 // kq = 2 * (lane % 4), A regs are rows (gr, gr+8) x cols (kq, kq+8) as
@@ -176,13 +181,27 @@ bool canUseMma(TileDotOp op) {
          lhs.getElementType().isBF16() && tile.getElementType().isBF16();
 }
 
+bool canUseMma(ScatterDkvOp op, int64_t threads) {
+  auto q = op.getQ().getType(), dout = op.getDout().getType();
+  auto dkv = op.getDkv().getType();
+  int64_t block = op.getDs().getType().getDimSize(1);
+  int64_t width = dkv.getDimSize(2), d = dout.getDimSize(2);
+  int64_t warps = threads / kMmaLanes;
+  return !q.isDynamicDim(1) && !q.isDynamicDim(2) && !dout.isDynamicDim(1) &&
+         !dout.isDynamicDim(2) && !dkv.isDynamicDim(1) &&
+         !dkv.isDynamicDim(2) && q.getDimSize(2) == width &&
+         q.getDimSize(1) == dout.getDimSize(1) && width % 16 == 0 &&
+         d % 16 == 0 && d <= width && block % 16 == 0 &&
+         warps % (block / 16) == 0;
+}
+
 bool canUseMma(DqAccumulateOp op) {
   auto tile = op.getTile().getType();
   int64_t width = op.getAcc().getType().getDimSize(1);
   int64_t block = op.getDs().getType().getDimSize(1);
   return tile.hasStaticShape() && tile.getElementType().isBF16() &&
-         width % 16 == 0 && block % 16 == 0 && tile.getDimSize(1) == width &&
-         tile.getDimSize(0) == block;
+         width % 16 == 0 && block % 16 == 0 && tile.getDimSize(1) >= width &&
+         tile.getDimSize(1) % 8 == 0 && tile.getDimSize(0) == block;
 }
 
 void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
@@ -242,6 +261,7 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
   auto accType = op.getAcc().getType();
   int64_t hg = accType.getDimSize(0), width = accType.getDimSize(1);
   int64_t block = op.getDs().getType().getDimSize(1);
+  int64_t tileW = staticDim(op.getTile(), 1); // row stride, >= width
   int64_t mTiles = llvm::divideCeil(hg, 16), nPairs = width / 16;
   int64_t warps = e.threads / kMmaLanes;
 
@@ -274,7 +294,7 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
               m.sel(ok, vector::ExtractOp::create(m.b, m.loc, x, i), z));
     }
     Value bRow =
-        m.add(tileBase, m.mul(m.add(m.mul(ldRow, width), m.add(n0, ldCol)), 2));
+        m.add(tileBase, m.mul(m.add(m.mul(ldRow, tileW), m.add(n0, ldCol)), 2));
     SmallVector<Value> out = m.reduce(
         block, 16, init, [&](Value k, ValueRange c) -> SmallVector<Value> {
           Value kc = m.add(k, kq), kc8 = m.add(kc, 8);
@@ -282,7 +302,7 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
           Value a1 = m.sel(ok1, m.packBf16(m.loadF32x2(ds, s1, kc)), zi);
           Value a2 = m.sel(ok0, m.packBf16(m.loadF32x2(ds, s0, kc8)), zi);
           Value a3 = m.sel(ok1, m.packBf16(m.loadF32x2(ds, s1, kc8)), zi);
-          Value addr = m.add(bRow, m.mul(k, width * 2));
+          Value addr = m.add(bRow, m.mul(k, tileW * 2));
           Type i32 = m.b.getI32Type();
           auto fragTy = LLVM::LLVMStructType::getLiteral(m.b.getContext(),
                                                          {i32, i32, i32, i32});
@@ -305,6 +325,154 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
       m.storePairIf(ok1, acc, r1, cols[t], out[4 * t + 2], out[4 * t + 3]);
     }
   });
+  e.barrier();
+}
+
+/// The B operand of scatter_dkv is q (or do) with K = heads, but q is
+/// stored head-major, so a bf16 pair along K is two rows apart. Instead of
+/// staging q transposed, each lane loads the 32-bit pairs q[h][c0 + 2gr,
+/// c0 + 2gr + 1] for its four heads h = kq, kq+1, kq+8, kq+9 and splits
+/// them: the low halves are the B fragment of n8 tile "even" (columns
+/// c0 + 2n), the high halves that of tile "odd" (columns c0 + 2n + 1). The
+/// C fragments of the two tiles then hold, per row, the four consecutive
+/// columns c0 + 4 (lane % 4) + {0, 1, 2, 3}: one red.global.add.v4.f32.
+void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
+                        const LaneFn &index) {
+  Mma m{e.b, e.loc};
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  int64_t hg = op.getDs().getType().getDimSize(0);
+  int64_t block = op.getDs().getType().getDimSize(1);
+  int64_t heads = staticDim(op.getQ(), 1), width = staticDim(op.getQ(), 2);
+  int64_t d = staticDim(op.getDout(), 2);
+  int64_t mTiles = block / 16, kTiles = llvm::divideCeil(hg, 16);
+  int64_t warps = e.threads / kMmaLanes, stride = warps / mTiles;
+  int64_t groups16 = width / 16;
+
+  Value warp = m.div(e.tid, kMmaLanes);
+  Value lane = m.rem(e.tid, kMmaLanes);
+  Value gr = m.div(lane, 4);
+  Value kq = m.mul(m.rem(lane, 4), 2);
+  Value zi = m.zeroI32();
+  // Each warp keeps one m tile (16 slots) for the whole op.
+  Value j0 = m.add(m.mul(m.rem(warp, mTiles), 16), gr), j1 = m.add(j0, 8);
+
+  // A fragments (per k tile): rows (j0, j1) x heads (kq, kq+8) as pairs,
+  // A[j][h] = tile[h][j]; heads >= Hg are zero.
+  auto aFrag = [&](Value tile, int64_t kt) {
+    SmallVector<Value> regs;
+    for (int64_t kk : {0, 8})
+      for (Value j : {j0, j1}) {
+        SmallVector<Value> pair;
+        for (int64_t i = 0; i < 2; ++i) {
+          Value h = m.add(m.add(kq, kt * 16 + kk), i);
+          Value ok = m.lt(h, hg);
+          Value x = memref::LoadOp::create(b, loc, tile,
+                                           ValueRange{m.sel(ok, h, m.c(0)), j});
+          pair.push_back(m.sel(ok, x, m.zeroF32()));
+        }
+        regs.push_back(m.packBf16(vector::FromElementsOp::create(
+            b, loc, VectorType::get({2}, b.getF32Type()), pair)));
+      }
+    // regs are (kq, j0), (kq, j1), (kq+8, j0), (kq+8, j1): a0..a3.
+    return regs;
+  };
+  SmallVector<SmallVector<Value>> aDs, aP;
+  for (int64_t kt = 0; kt < kTiles; ++kt) {
+    aDs.push_back(aFrag(op.getDs(), kt));
+    aP.push_back(aFrag(op.getProbs(), kt));
+  }
+
+  // Byte address of this lane's pair in row h of the token's q / do heads,
+  // column 2 gr (heads >= Hg load from the group's first row, then zero).
+  Value headBase = m.add(m.mul(op.getToken(), heads), m.mul(op.getGroup(), hg));
+  struct RowPtr {
+    Value addr, ok;
+  };
+  auto rowPtrs = [&](Value rows, int64_t rowWidth, int64_t kt) {
+    SmallVector<RowPtr> out;
+    Value base = m.base(rows);
+    for (int64_t kk : {0, 1, 8, 9}) {
+      Value h = m.add(kq, kt * 16 + kk);
+      Value ok = m.lt(h, hg);
+      Value row = m.add(headBase, m.sel(ok, h, m.c(0)));
+      out.push_back({m.add(base, m.mul(m.add(m.mul(row, rowWidth),
+                                             m.mul(gr, 2)), 2)),
+                     ok});
+    }
+    return out;
+  };
+  SmallVector<SmallVector<RowPtr>> qRows, doRows;
+  for (int64_t kt = 0; kt < kTiles; ++kt) {
+    qRows.push_back(rowPtrs(op.getQ(), width, kt));
+    doRows.push_back(rowPtrs(op.getDout(), d, kt));
+  }
+
+  Value valid0 = mask(b, loc, j0), valid1 = mask(b, loc, j1);
+  Value raw0 = index(b, loc, j0), raw1 = index(b, loc, j1);
+
+  auto i32c = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+  };
+  // acc (even tile c0..c3, odd tile c0..c3) += A * B for the 16 columns
+  // at byte offset colBytes of the rows.
+  auto product = [&](ArrayRef<SmallVector<Value>> a,
+                     ArrayRef<SmallVector<RowPtr>> rows, Value colBytes,
+                     ValueRange acc) {
+    SmallVector<Value> even(acc.take_front(4)), odd(acc.drop_front(4));
+    for (int64_t kt = 0; kt < kTiles; ++kt) {
+      SmallVector<Value> x;
+      for (const RowPtr &r : rows[kt])
+        x.push_back(m.sel(r.ok, m.loadI32(m.add(r.addr, colBytes), 1), zi));
+      Value lo = i32c(0xffff), hi = i32c(static_cast<int32_t>(0xffff0000u));
+      Value sixteen = i32c(16);
+      auto evenOf = [&](Value k0, Value k1) {
+        return arith::OrIOp::create(
+            b, loc, arith::AndIOp::create(b, loc, k0, lo),
+            arith::ShLIOp::create(b, loc, k1, sixteen));
+      };
+      auto oddOf = [&](Value k0, Value k1) {
+        return arith::OrIOp::create(
+            b, loc, arith::ShRUIOp::create(b, loc, k0, sixteen),
+            arith::AndIOp::create(b, loc, k1, hi));
+      };
+      even = m.mma(a[kt], {evenOf(x[0], x[1]), evenOf(x[2], x[3])}, even);
+      odd = m.mma(a[kt], {oddOf(x[0], x[1]), oddOf(x[2], x[3])}, odd);
+    }
+    even.append(odd);
+    return even;
+  };
+
+  Value first = m.div(warp, mTiles);
+  scf::ForOp::create(
+      b, loc, first, m.c(groups16), m.c(stride), ValueRange{},
+      [&](OpBuilder &nb, Location l, Value cg, ValueRange) {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        Value c0 = m.mul(cg, 16);
+        Value colBytes = m.mul(c0, 2);
+        Value z = m.zeroF32();
+        SmallVector<Value> acc =
+            product(aDs, qRows, colBytes, ValueRange{z, z, z, z, z, z, z, z});
+        // Columns < D also get P^T . dO (D is a multiple of 16).
+        auto withV = scf::IfOp::create(
+            b, loc, TypeRange(ValueRange(acc)), m.lt(c0, d),
+            /*withElseRegion=*/true);
+        {
+          OpBuilder::InsertionGuard g2(b);
+          b.setInsertionPointToStart(&withV.getThenRegion().front());
+          scf::YieldOp::create(b, loc, product(aP, doRows, colBytes, acc));
+          b.setInsertionPointToStart(&withV.getElseRegion().front());
+          scf::YieldOp::create(b, loc, acc);
+        }
+        ValueRange r = withV.getResults();
+        Value col = m.add(c0, m.mul(kq, 2));
+        emitMaskedRedV4(b, loc, op, valid0, raw0, col,
+                        ValueRange{r[0], r[4], r[1], r[5]});
+        emitMaskedRedV4(b, loc, op, valid1, raw1, col,
+                        ValueRange{r[2], r[6], r[3], r[7]});
+        scf::YieldOp::create(b, l);
+      });
   e.barrier();
 }
 

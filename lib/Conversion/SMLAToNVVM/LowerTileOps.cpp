@@ -85,6 +85,45 @@ void mlir::smla::emitCount(OpBuilder &b, Location loc, Value counters,
   });
 }
 
+void mlir::smla::emitMaskedRedV4(OpBuilder &b, Location loc, ScatterDkvOp op,
+                                 Value valid, Value raw, Value col,
+                                 ValueRange four) {
+  auto dkvType = op.getDkv().getType();
+  int64_t groups = dkvType.getDimSize(1), width = dkvType.getDimSize(2);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, op.getDkv());
+  Value zero32 = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+  Value row = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      arith::SelectOp::create(b, loc, valid, raw, zero32));
+  auto cst = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value elem = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(
+          b, loc,
+          arith::AddIOp::create(b, loc,
+                                arith::MulIOp::create(b, loc, row, cst(groups)),
+                                op.getGroup()),
+          cst(width)),
+      col);
+  Value addr = arith::AddIOp::create(
+      b, loc, base, arith::MulIOp::create(b, loc, elem, cst(4)));
+  Value addr64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
+  auto genericPtr = LLVM::LLVMPointerType::get(b.getContext());
+  auto globalPtr = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  Value p = LLVM::IntToPtrOp::create(b, loc, genericPtr, addr64);
+  p = LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, p);
+  SmallVector<Value> operands{p};
+  operands.append(four.begin(), four.end());
+  operands.push_back(valid);
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{}, operands,
+      "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+}
+
 Value mlir::smla::runtimeScale(Operation *op) {
   auto func = op->getParentOfType<gpu::GPUFuncOp>();
   if (!func)
@@ -251,10 +290,11 @@ private:
 
   LogicalResult lowerOp(CtaEmitter &e, GatherOp op) {
     MemRefType tile = op.getTile().getType();
-    if (!tile.getElementType().isBF16() || tile.getDimSize(1) % 8)
-      return op.emitOpError() << "GPU gather needs a bf16 tile whose width "
-                                 "is a multiple of 8";
-    int64_t rows = tile.getDimSize(0), chunks = tile.getDimSize(1) / 8;
+    int64_t width = op.getKv().getType().getDimSize(2);
+    if (!tile.getElementType().isBF16() || width % 8 || tile.getDimSize(1) % 8)
+      return op.emitOpError() << "GPU gather needs a bf16 tile and kv rows "
+                                 "whose widths are multiples of 8";
+    int64_t rows = tile.getDimSize(0), chunks = width / 8;
     Value kv = op.getKv(), g = op.getGroup(), dst = op.getTile();
     e.ctaLoop(rows * chunks, [&](OpBuilder &b, Value q) {
       Location loc = e.loc;
@@ -385,14 +425,17 @@ private:
   LogicalResult lowerOp(CtaEmitter &e, ScatterDkvOp op) {
     auto dkvType = op.getDkv().getType();
     int64_t block = op.getDs().getType().getDimSize(1);
-    int64_t groups = dkvType.getDimSize(1), width = dkvType.getDimSize(2);
+    int64_t width = dkvType.getDimSize(2);
     int64_t d = op.getDout().getType().getDimSize(2);
     if (width % 4 || d % 4 || dkvType.isDynamicDim(1) ||
         dkvType.isDynamicDim(2))
       return op.emitOpError() << "GPU scatter needs static dkv widths that "
                                  "are multiples of 4";
-    Value base =
-        memref::ExtractAlignedPointerAsIndexOp::create(e.b, e.loc, op.getDkv());
+    if (mma && canUseMma(op, e.threads)) {
+      auto laneOf = [&](Value vec) -> LaneFn { return lanes.lookup(vec); };
+      lowerScatterDkvMma(e, op, laneOf(op.getMask()), laneOf(op.getIndices()));
+      return success();
+    }
     e.ctaLoop(block * (width / 4), [&](OpBuilder &b, Value q) {
       Location loc = e.loc;
       auto [j, c] = splitQuad(b, loc, q, width);
@@ -415,42 +458,10 @@ private:
       // A masked lane adds nothing and its index never becomes an address.
       Value valid = lane(op.getMask(), b, loc, j);
       Value raw = lane(op.getIndices(), b, loc, j);
-      Value zero32 = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
-      Value row = arith::IndexCastOp::create(
-          b, loc, b.getIndexType(),
-          arith::SelectOp::create(b, loc, valid, raw, zero32));
-      Value elem = arith::AddIOp::create(
-          b, loc,
-          arith::MulIOp::create(
-              b, loc,
-              arith::AddIOp::create(
-                  b, loc,
-                  arith::MulIOp::create(
-                      b, loc, row,
-                      arith::ConstantIndexOp::create(b, loc, groups)),
-                  op.getGroup()),
-              arith::ConstantIndexOp::create(b, loc, width)),
-          c);
-      Value addr = arith::AddIOp::create(
-          b, loc, base,
-          arith::MulIOp::create(b, loc, elem,
-                                arith::ConstantIndexOp::create(b, loc, 4)));
-      Value addr64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
-      auto genericPtr = LLVM::LLVMPointerType::get(b.getContext());
-      auto globalPtr = LLVM::LLVMPointerType::get(b.getContext(), 1);
-      Value p = LLVM::IntToPtrOp::create(b, loc, genericPtr, addr64);
-      p = LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, p);
-      SmallVector<Value> operands{p};
+      SmallVector<Value> four;
       for (int64_t i = 0; i < 4; ++i)
-        operands.push_back(vector::ExtractOp::create(b, loc, acc, i));
-      operands.push_back(valid);
-      LLVM::InlineAsmOp::create(
-          b, loc, TypeRange{}, operands,
-          "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b",
-          /*has_side_effects=*/true, /*is_align_stack=*/false,
-          LLVM::TailCallKind::None,
-          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-          ArrayAttr());
+        four.push_back(vector::ExtractOp::create(b, loc, acc, i));
+      emitMaskedRedV4(b, loc, op, valid, raw, c, four);
     });
     e.barrier();
     return success();

@@ -13,14 +13,15 @@
 // CHECK-LABEL: gpu.func @small_bwd
 // CHECK-SAME: %arg10: i32, %[[SCALE:arg11]]: f32) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
-// CHECK-SAME: smla.dynamic_smem = 4480
+// The key tile is 16 x (96 + 8) bf16: rows padded by 16 bytes.
+// CHECK-SAME: smla.dynamic_smem = 4736
 // CHECK-SAME: smla.grid = ["T", "2", "1"], smla.kind = "bwd"
 // CHECK-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "T", "S_kv", "K", "sm_scale"]
 // CHECK-NOT: 1.020000e-01
-// CHECK: %[[SAFE:[0-9]+]] = arith.select %[[M:[0-9]+]], %{{[0-9]+}}, %c0_i32 : i32
+// CHECK: %[[SAFE:[0-9]+]] = arith.select %[[M:[0-9]+]], %{{[0-9]+}}, %c0_i32{{.*}} : i32
 // CHECK: %[[ROW:[0-9]+]] = arith.index_cast %[[SAFE]] : i32 to index
 // CHECK: %[[N:[0-9]+]] = arith.select %[[M]], %c8{{.*}}, %c0{{.*}} : index
-// CHECK: nvgpu.device_async_copy %{{.*}}[%[[ROW]], %block_id_y, %{{[0-9]+}}], %view[%{{[0-9]+}}, %{{[0-9]+}}], 8, %[[N]] {bypassL1}
+// CHECK: nvgpu.device_async_copy %{{.*}}[%[[ROW]], %block_id_y, %{{[0-9]+}}], %view[%{{[0-9]+}}, %{{[0-9]+}}], 8, %[[N]] {bypassL1} : memref<?x2x96xbf16> to memref<16x104xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_wait
 // CHECK-NEXT: gpu.barrier
 // Padded head rows (>= Hg = 2) are never stored.
@@ -48,7 +49,24 @@
 // CHECK: nvvm.ldmatrix %{{[0-9]+}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
 // CHECK: nvvm.mma.sync
 // CHECK: nvvm.mma.sync
-// CHECK: arith.select %[[SM:[0-9]+]], %{{[0-9]+}}, %c0_i32 : i32
+// dKV on tensor cores: A = dS^T (and P^T) transposed out of the shared f32
+// tiles while packing to bf16 pairs; B = 32-bit pairs of q rows, low halves
+// for the even columns and high halves for the odd ones.
+// CHECK: memref.load %view_{{[0-9]+}}[%{{[0-9]+}}, %{{[0-9]+}}] : memref<2x16xf32, #gpu.address_space<workgroup>>
+// CHECK: arith.truncf %{{[0-9]+}} : vector<2xf32> to vector<2xbf16>
+// CHECK: scf.for
+// CHECK: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK: arith.andi %{{[0-9]+}}, %c65535_i32
+// CHECK: arith.shli %{{[0-9]+}}, %c16_i32
+// CHECK: nvvm.mma.sync
+// CHECK: arith.shrui %{{[0-9]+}}, %c16_i32
+// CHECK: arith.andi %{{[0-9]+}}, %c-65536_i32
+// CHECK: nvvm.mma.sync
+// Columns < D add P^T . dO.
+// CHECK: scf.if
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.mma.sync
+// CHECK: arith.select %[[SM:[0-9]+]], %{{[0-9]+}}, %c0_i32{{.*}} : i32
 // CHECK-NEXT: arith.index_cast
 // CHECK: llvm.inline_asm has_side_effects asm_dialect = att "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b" %{{.*}}, %[[SM]] : (!llvm.ptr<1>, f32, f32, f32, f32, i1) -> ()
 // CHECK-LABEL: gpu.func @small_dkv_zero

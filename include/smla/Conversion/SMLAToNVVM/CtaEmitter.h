@@ -72,6 +72,17 @@ Value headIndex(OpBuilder &b, Location loc, Value group, int64_t hg, Value h);
 void emitCount(OpBuilder &b, Location loc, Value counters, int64_t slot,
                Value cond);
 
+/// `@valid red.global.add.v4.f32 [dkv[select(valid, raw, 0), g, col]], four`:
+/// a masked lane adds nothing and its index never becomes an address.
+void emitMaskedRedV4(OpBuilder &b, Location loc, ScatterDkvOp op, Value valid,
+                     Value raw, Value col, ValueRange four);
+
+/// scatter_dkv on tensor cores (LowerMma.cpp); `mask` and `index` give the
+/// lanes of the op's mask and index vectors.
+bool canUseMma(ScatterDkvOp op, int64_t threads);
+void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
+                        const LaneFn &index);
+
 /// tile_dot and dq_accumulate, on CUDA cores or on tensor cores (mma.sync).
 void lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma);
 void lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma);

@@ -181,10 +181,10 @@ LogicalResult GatherOp::verify() {
       failed(checkLength(*this, "mask", getMask().getType().getNumElements(),
                          "the number of indices", lanes)))
     return failure();
-  if (dim(getTile(), 1) != dim(getKv(), 2))
+  if (dim(getTile(), 1) < dim(getKv(), 2))
     return emitOpError() << "tile width (" << dim(getTile(), 1)
-                         << ") must equal the kv row width (" << dim(getKv(), 2)
-                         << ")";
+                         << ") is less than the kv row width ("
+                         << dim(getKv(), 2) << ")";
   return success();
 }
 

@@ -193,9 +193,11 @@ def SMLA_RowLiveOp : SMLA_Op<"row_live"> {
 def SMLA_GatherOp : SMLA_Op<"gather"> {
   let summary = "Masked gather of K/V rows";
   let description = [{
-    `tile[j, c] = mask[j] ? kv[idx[j], g, c] : 0` (bf16 or f32; exact either
-    way since kv is bf16). A masked lane is
-    never turned into an address. Without `mask` the op is unguarded and
+    `tile[j, c] = mask[j] ? kv[idx[j], g, c] : 0` for c < W, the kv row width
+    (bf16 or f32; exact either way since kv is bf16). The tile may be wider
+    than W: the GPU mapping pads its rows by 16 bytes so that the block
+    products read it without shared-memory bank conflicts; columns >= W are
+    neither written nor read. A masked lane is never turned into an address. Without `mask` the op is unguarded and
     `smla-verify-guards` rejects it.
 
     ```mlir
