@@ -48,7 +48,7 @@
 // MANIFEST-NOT: "sm_scale": {{[0-9]}}
 // MANIFEST: "format": "smla-manifest"
 // MANIFEST: "kind": "bwd"
-// MANIFEST: "dynamic_smem": 128128
+// MANIFEST: "dynamic_smem": 163456
 // MANIFEST: "name": "sm_scale",
 // MANIFEST-NEXT: "type": "f32"
 

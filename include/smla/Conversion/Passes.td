@@ -96,13 +96,21 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
         %g = gpu.block_id y
         %qv = memref.reinterpret_cast %q to offset: [0],
             sizes: [%Tx, 16, 576], strides: [9216, 576, 1] : ...
-        %keys = memref.alloca() : memref<64x576xbf16, #gpu.address_space<workgroup>>
+        %keys = memref.alloca() : memref<64x584xbf16, #gpu.address_space<workgroup>>
         ...tile ops...
       }
       gpu.func @f_dkv_zero(...) kernel { ... }
       gpu.func @f_dkv_cast(...) kernel { ... }
     }
     ```
+
+    Key tiles (gather destinations) get rows padded by 16 bytes (8 bf16)
+    so that the 8 rows one mma fragment or ldmatrix phase reads fall in
+    different shared-memory banks. With one group (G = 1), and when it fits
+    in shared memory next to the tiles, the CTA's q and do rows are copied
+    once (cp.async) into padded shared buffers before the block loop, and
+    `smla.tile_dot` / `smla.scatter_dkv` read those `[1, H, W]` views at
+    token 0 instead of global memory.
   }];
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"256",
@@ -112,6 +120,7 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
                            "::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
                            "::mlir::scf::SCFDialect"];
 }
 

@@ -210,6 +210,116 @@ scf::ForOp findGroupLoop(scf::ForOp tokenLoop) {
   return {};
 }
 
+/// Bytes of the workgroup allocas of `kernel`, each rounded up to 128.
+int64_t workgroupBytesUsed(gpu::GPUFuncOp kernel) {
+  int64_t total = 0;
+  kernel.walk([&](memref::AllocaOp a) {
+    MemRefType type = a.getType();
+    int64_t bytes = type.getNumElements() *
+                    llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+    total += llvm::alignTo(bytes, 128);
+  });
+  return total;
+}
+
+/// With one group, the q and do rows of the CTA's token are read by every
+/// block product of every top-k block: copy them once into shared memory
+/// (rows padded by 16 bytes, against bank conflicts) and let tile_dot and
+/// scatter_dkv read them there. The staged view is [1, H, W] with a row
+/// stride of W + 8, read at token 0. Skipped when G > 1 or when it would
+/// not fit in shared memory next to the tiles.
+void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
+                    ArrayRef<std::pair<StringRef, Value>> tensors,
+                    IRMapping &mapping, Value t, int64_t threads,
+                    int64_t groups) {
+  if (groups != 1)
+    return;
+  Value q, dout;
+  for (auto [name, v] : tensors) {
+    if (name == "q")
+      q = mapping.lookupOrNull(v);
+    if (name == "do")
+      dout = mapping.lookupOrNull(v);
+  }
+  if (!q || !dout)
+    return;
+  auto shapeOf = [](Value v) { return cast<MemRefType>(v.getType()); };
+  int64_t heads = shapeOf(q).getDimSize(1);
+  int64_t widths[2] = {shapeOf(q).getDimSize(2), shapeOf(dout).getDimSize(2)};
+  int64_t extra = 0;
+  for (int64_t w : widths) {
+    if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(w) || w % 8)
+      return;
+    extra += llvm::alignTo(heads * (w + kKeyTilePad) * 2, 128);
+  }
+  if (workgroupBytesUsed(kernel) + extra > kMaxDynamicSmem)
+    return;
+
+  MLIRContext *ctx = b.getContext();
+  auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value zero = idx(0);
+  DenseMap<Value, Value> staged;
+  Value sources[2] = {q, dout};
+  for (int i = 0; i < 2; ++i) {
+    Value src = sources[i];
+    int64_t w = widths[i], stride = w + kKeyTilePad, chunks = w / 8;
+    auto padded = MemRefType::get({heads, stride}, b.getBF16Type(),
+                                  MemRefLayoutAttrInterface{}, wgSpace);
+    Value buffer = memref::AllocaOp::create(b, loc, padded);
+    auto layout = StridedLayoutAttr::get(ctx, 0, {heads * stride, stride, 1});
+    auto viewType =
+        MemRefType::get({1, heads, w}, b.getBF16Type(), layout, wgSpace);
+    Value view = memref::ReinterpretCastOp::create(
+        b, loc, viewType, buffer, 0, ArrayRef<int64_t>{1, heads, w},
+        ArrayRef<int64_t>{heads * stride, stride, 1});
+    // for (e = tid; e < heads * w / 8; e += threads): 16-byte chunks.
+    Value nChunks = idx(chunks), eight = idx(8);
+    auto loop = scf::ForOp::create(b, loc, tid, idx(heads * chunks),
+                                   idx(threads));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value e = loop.getInductionVar();
+    Value h = arith::DivUIOp::create(b, loc, e, nChunks);
+    Value c = arith::MulIOp::create(
+        b, loc, arith::RemUIOp::create(b, loc, e, nChunks), eight);
+    // cp.async, 16 bytes (8 bf16) per chunk; the rows exist (t < T).
+    nvgpu::DeviceAsyncCopyOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), view,
+        ValueRange{zero, h, c}, src, ValueRange{t, h, c}, b.getIndexAttr(8),
+        Value(), b.getUnitAttr());
+    b.setInsertionPointAfter(loop);
+    staged[src] = view;
+  }
+  Value copies = nvgpu::DeviceAsyncCreateGroupOp::create(
+      b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), ValueRange{});
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, copies, b.getI32IntegerAttr(0));
+  gpu::BarrierOp::create(b, loc);
+
+  auto swap = [&](OpOperand &operand, OpOperand &token) {
+    if (Value s = staged.lookup(operand.get())) {
+      operand.set(s);
+      token.set(zero);
+      return true;
+    }
+    return false;
+  };
+  kernel.walk([&](Operation *op) {
+    if (auto dot = dyn_cast<TileDotOp>(op)) {
+      swap(dot.getLhsMutable(), dot.getTokenMutable());
+    } else if (auto scatter = dyn_cast<ScatterDkvOp>(op)) {
+      Value s1 = staged.lookup(scatter.getQ());
+      Value s2 = staged.lookup(scatter.getDout());
+      if (s1 && s2) {
+        scatter.getQMutable().assign(s1);
+        scatter.getDoutMutable().assign(s2);
+        scatter.getTokenMutable().assign(zero);
+      }
+    }
+  });
+}
+
 LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                           int64_t threads) {
   FailureOr<Roles> roles = findRoles(func);
@@ -273,6 +383,7 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                   "with regions outside the token loop";
     mapping.map(tokenLoop.getInductionVar(), t);
     mapping.map(groupLoop.getInductionVar(), g);
+    Block::iterator bodyStart = std::prev(b.getInsertionPoint());
     for (Operation &op : tokenLoop.getBody()->without_terminator()) {
       if (&op != groupLoop.getOperation()) {
         b.clone(op, mapping);
@@ -282,6 +393,8 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
         b.clone(inner, mapping);
     }
     gpu::ReturnOp::create(b, loc);
+    b.setInsertionPointAfter(&*bodyStart);
+    stageTokenRows(b, loc, kernel, tensors, mapping, t, threads, groups);
   }
 
   // The dKV accumulator's zero fill and its final cast: one CTA per kv row.

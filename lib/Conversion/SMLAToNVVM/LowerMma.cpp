@@ -166,6 +166,35 @@ struct Mma {
 int64_t staticDim(Value v, int64_t i) {
   return cast<MemRefType>(v.getType()).getDimSize(i);
 }
+
+/// Rows [T, H, W] of q or do: in global memory (the kernel argument) or
+/// staged in shared memory by smla-gpu-map ([1, H, W] with padded rows).
+struct Rows {
+  int64_t tokenStride, rowStride;
+  unsigned addressSpace; // 1 global, 3 shared
+};
+
+Rows rowsOf(Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    strides = {ShapedType::kDynamic, type.getDimSize(2), 1};
+  bool shared =
+      gpu::GPUDialect::isWorkgroupMemoryAddressSpace(type.getMemorySpace());
+  return {strides[0], strides[1], shared ? 3u : 1u};
+}
+
+/// Whether the rows' layout is one the mma lowerings address by hand.
+bool addressable(Value memref) {
+  auto type = cast<MemRefType>(memref.getType());
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  return succeeded(type.getStridesAndOffset(strides, offset)) &&
+         offset == 0 && strides.size() == 3 && strides[2] == 1 &&
+         !ShapedType::isDynamic(strides[0]) &&
+         !ShapedType::isDynamic(strides[1]) && strides[1] % 2 == 0;
+}
 } // namespace
 
 namespace mlir::smla {
@@ -176,6 +205,7 @@ bool canUseMma(TileDotOp op) {
   int64_t block = op.getResult().getType().getDimSize(1);
   int64_t width = lhs.getDimSize(2);
   return !lhs.isDynamicDim(1) && !lhs.isDynamicDim(2) &&
+         addressable(op.getLhs()) &&
          tile.hasStaticShape() && width % 16 == 0 && block % 8 == 0 &&
          tile.getDimSize(1) >= width && tile.getDimSize(1) % 2 == 0 &&
          lhs.getElementType().isBF16() && tile.getElementType().isBF16();
@@ -187,7 +217,8 @@ bool canUseMma(ScatterDkvOp op, int64_t threads) {
   int64_t block = op.getDs().getType().getDimSize(1);
   int64_t width = dkv.getDimSize(2), d = dout.getDimSize(2);
   int64_t warps = threads / kMmaLanes;
-  return !q.isDynamicDim(1) && !q.isDynamicDim(2) && !dout.isDynamicDim(1) &&
+  return addressable(op.getQ()) && addressable(op.getDout()) &&
+         !q.isDynamicDim(1) && !q.isDynamicDim(2) && !dout.isDynamicDim(1) &&
          !dout.isDynamicDim(2) && !dkv.isDynamicDim(1) &&
          !dkv.isDynamicDim(2) && q.getDimSize(2) == width &&
          q.getDimSize(1) == dout.getDimSize(1) && width % 16 == 0 &&
@@ -218,9 +249,11 @@ void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
   Value gr = m.div(lane, 4);
   Value kq = m.mul(m.rem(lane, 4), 2);
   Value lhsBase = m.base(op.getLhs()), tileBase = m.base(op.getTile());
-  // Element offset of head g*Hg of token t: (t * H + g * Hg) * W.
-  Value rowBase = m.mul(
-      m.add(m.mul(op.getToken(), heads), m.mul(op.getGroup(), hg)), width);
+  Rows rows = rowsOf(op.getLhs());
+  (void)heads;
+  // Element offset of head g*Hg of token t.
+  Value rowBase = m.add(m.mul(op.getToken(), rows.tokenStride),
+                        m.mul(m.mul(op.getGroup(), hg), rows.rowStride));
   m.warpLoop(warp, warps, mTiles * nTiles, [&](Value p) {
     Value mt = m.div(p, nTiles), nt = m.rem(p, nTiles);
     Value r0 = m.add(m.mul(mt, 16), gr), r1 = m.add(r0, 8);
@@ -229,8 +262,9 @@ void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
     Value s0 = m.sel(ok0, r0, zero), s1 = m.sel(ok1, r1, zero);
     // Byte addresses of this lane's A pairs (k = 0) and B pair (k = 0).
     auto aAddr = [&](Value s) {
-      return m.add(lhsBase,
-                   m.mul(m.add(m.add(rowBase, m.mul(s, width)), kq), 2));
+      return m.add(
+          lhsBase,
+          m.mul(m.add(m.add(rowBase, m.mul(s, rows.rowStride)), kq), 2));
     };
     Value a0Addr = aAddr(s0);
     Value a1Addr = aAddr(s1);
@@ -241,10 +275,11 @@ void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
         width, 16, ValueRange{z, z, z, z},
         [&](Value k, ValueRange c) -> SmallVector<Value> {
           Value kb = m.mul(k, 2);
-          Value a0 = m.sel(ok0, m.loadI32(m.add(a0Addr, kb), 1), zi);
-          Value a1 = m.sel(ok1, m.loadI32(m.add(a1Addr, kb), 1), zi);
-          Value a2 = m.sel(ok0, m.loadI32(m.add(m.add(a0Addr, kb), 16), 1), zi);
-          Value a3 = m.sel(ok1, m.loadI32(m.add(m.add(a1Addr, kb), 16), 1), zi);
+          unsigned as = rows.addressSpace;
+          Value a0 = m.sel(ok0, m.loadI32(m.add(a0Addr, kb), as), zi);
+          Value a1 = m.sel(ok1, m.loadI32(m.add(a1Addr, kb), as), zi);
+          Value a2 = m.sel(ok0, m.loadI32(m.add(m.add(a0Addr, kb), 16), as), zi);
+          Value a3 = m.sel(ok1, m.loadI32(m.add(m.add(a1Addr, kb), 16), as), zi);
           Value b0 = m.loadI32(m.add(bAddr, kb), 3);
           Value b1 = m.loadI32(m.add(m.add(bAddr, kb), 16), 3);
           return m.mma({a0, a1, a2, a3}, {b0, b1}, c);
@@ -385,27 +420,31 @@ void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
 
   // Byte address of this lane's pair in row h of the token's q / do heads,
   // column 2 gr (heads >= Hg load from the group's first row, then zero).
-  Value headBase = m.add(m.mul(op.getToken(), heads), m.mul(op.getGroup(), hg));
+  (void)heads;
   struct RowPtr {
     Value addr, ok;
+    unsigned as;
   };
-  auto rowPtrs = [&](Value rows, int64_t rowWidth, int64_t kt) {
+  auto rowPtrs = [&](Value memref, int64_t kt) {
     SmallVector<RowPtr> out;
-    Value base = m.base(rows);
+    Rows rows = rowsOf(memref);
+    Value base = m.base(memref);
+    Value first = m.add(m.mul(op.getToken(), rows.tokenStride),
+                        m.mul(m.mul(op.getGroup(), hg), rows.rowStride));
     for (int64_t kk : {0, 1, 8, 9}) {
       Value h = m.add(kq, kt * 16 + kk);
       Value ok = m.lt(h, hg);
-      Value row = m.add(headBase, m.sel(ok, h, m.c(0)));
-      out.push_back({m.add(base, m.mul(m.add(m.mul(row, rowWidth),
-                                             m.mul(gr, 2)), 2)),
-                     ok});
+      Value elem = m.add(m.add(first, m.mul(m.sel(ok, h, m.c(0)),
+                                            rows.rowStride)),
+                         m.mul(gr, 2));
+      out.push_back({m.add(base, m.mul(elem, 2)), ok, rows.addressSpace});
     }
     return out;
   };
   SmallVector<SmallVector<RowPtr>> qRows, doRows;
   for (int64_t kt = 0; kt < kTiles; ++kt) {
-    qRows.push_back(rowPtrs(op.getQ(), width, kt));
-    doRows.push_back(rowPtrs(op.getDout(), d, kt));
+    qRows.push_back(rowPtrs(op.getQ(), kt));
+    doRows.push_back(rowPtrs(op.getDout(), kt));
   }
 
   Value valid0 = mask(b, loc, j0), valid1 = mask(b, loc, j1);
@@ -423,7 +462,8 @@ void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
     for (int64_t kt = 0; kt < kTiles; ++kt) {
       SmallVector<Value> x;
       for (const RowPtr &r : rows[kt])
-        x.push_back(m.sel(r.ok, m.loadI32(m.add(r.addr, colBytes), 1), zi));
+        x.push_back(
+            m.sel(r.ok, m.loadI32(m.add(r.addr, colBytes), r.as), zi));
       Value lo = i32c(0xffff), hi = i32c(static_cast<int32_t>(0xffff0000u));
       Value sixteen = i32c(16);
       auto evenOf = [&](Value k0, Value k1) {
