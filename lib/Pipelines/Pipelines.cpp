@@ -38,9 +38,11 @@ void mlir::smla::buildCpuPipeline(OpPassManager &pm) {
     llvm::report_fatal_error("smla: malformed built-in CPU pipeline");
 }
 
-void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm) {
+void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads) {
   buildGuardedPipeline(pm);
-  pm.addPass(createSMLAGpuMap());
+  SMLAGpuMapOptions mapOptions;
+  mapOptions.threads = threads;
+  pm.addPass(createSMLAGpuMap(mapOptions));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createSMLAAllocateSmem());
   kernels.addPass(createSMLAVerifySmem());
@@ -89,7 +91,7 @@ void mlir::smla::registerPipelines() {
       "smla-gpu-kernels",
       "The guarded pipeline mapped onto gpu.funcs, with shared memory "
       "placed and verified and the tile ops lowered to gpu/nvgpu/nvvm",
-      buildGpuKernelPipeline);
+      [](OpPassManager &pm) { buildGpuKernelPipeline(pm); });
   PassPipelineRegistration<>(
       "smla-gpu",
       "smla-gpu-kernels lowered to PTX for sm_90a (gpu.binary, format=isa)",

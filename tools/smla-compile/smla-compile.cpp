@@ -57,6 +57,10 @@ static cl::opt<bool> useMma("mma",
                             cl::desc("Tensor cores (mma.sync) for the block "
                                      "products; false: CUDA-core fallback"),
                             cl::init(true));
+static cl::opt<int> ctaThreads(
+    "cta-threads", cl::desc("Threads per CTA of the bwd kernel (a multiple of 32, "
+                        "64 to 1024)"),
+    cl::init(256));
 static cl::opt<bool> quiet("quiet", cl::desc("Print nothing on success"),
                            cl::init(false));
 
@@ -80,6 +84,9 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "smla kernel compiler\n");
   if (configs.empty())
     return fail("no --config given");
+  if (ctaThreads < 64 || ctaThreads > 1024 || ctaThreads % 32)
+    return fail("--cta-threads " + std::to_string(ctaThreads) +
+                ": must be a multiple of 32 in [64, 1024]");
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
     return fail("cannot create output directory '" + outDir +
                 "': " + ec.message());
@@ -107,7 +114,7 @@ int main(int argc, char **argv) {
     if (!useMma)
       (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
     PassManager kernelsPm(&context);
-    buildGpuKernelPipeline(kernelsPm);
+    buildGpuKernelPipeline(kernelsPm, ctaThreads);
     if (failed(kernelsPm.run(*module)))
       return fail("--config '" + text + "': lowering to kernels failed");
     std::vector<KernelInfo> infos = collectKernelInfo(*module);

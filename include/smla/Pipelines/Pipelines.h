@@ -20,8 +20,9 @@ void buildGuardedPipeline(OpPassManager &pm);
 void buildCpuPipeline(OpPassManager &pm);
 
 /// The guarded pipeline mapped to gpu.funcs, shared memory placed and
-/// verified, tile ops lowered to gpu/nvgpu/nvvm (`smla-gpu-kernels`).
-void buildGpuKernelPipeline(OpPassManager &pm);
+/// verified, tile ops lowered to gpu/nvgpu/nvvm (`smla-gpu-kernels`), with
+/// `threads` threads per CTA (a multiple of 32).
+void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

@@ -271,19 +271,34 @@ void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
     Value n = m.add(m.mul(nt, 8), gr);
     Value bAddr = m.add(tileBase, m.mul(m.add(m.mul(n, tileW), kq), 2));
     Value z = m.zeroF32(), zi = m.zeroI32();
-    SmallVector<Value> acc = m.reduce(
-        width, 16, ValueRange{z, z, z, z},
+    // One k step of 16: acc += A[:, k..k+16) * B[k..k+16, :].
+    auto step = [&](Value k, ValueRange c) -> SmallVector<Value> {
+      Value kb = m.mul(k, 2);
+      unsigned as = rows.addressSpace;
+      Value a0 = m.sel(ok0, m.loadI32(m.add(a0Addr, kb), as), zi);
+      Value a1 = m.sel(ok1, m.loadI32(m.add(a1Addr, kb), as), zi);
+      Value a2 = m.sel(ok0, m.loadI32(m.add(m.add(a0Addr, kb), 16), as), zi);
+      Value a3 = m.sel(ok1, m.loadI32(m.add(m.add(a1Addr, kb), 16), as), zi);
+      Value b0 = m.loadI32(m.add(bAddr, kb), 3);
+      Value b1 = m.loadI32(m.add(m.add(bAddr, kb), 16), 3);
+      return m.mma({a0, a1, a2, a3}, {b0, b1}, c);
+    };
+    // Two independent accumulators (even and odd k steps) halve the chain
+    // of dependent mma.sync; an odd step count ends with one more step.
+    int64_t pairs = width / 32;
+    SmallVector<Value> both = m.reduce(
+        pairs * 32, 32, ValueRange{z, z, z, z, z, z, z, z},
         [&](Value k, ValueRange c) -> SmallVector<Value> {
-          Value kb = m.mul(k, 2);
-          unsigned as = rows.addressSpace;
-          Value a0 = m.sel(ok0, m.loadI32(m.add(a0Addr, kb), as), zi);
-          Value a1 = m.sel(ok1, m.loadI32(m.add(a1Addr, kb), as), zi);
-          Value a2 = m.sel(ok0, m.loadI32(m.add(m.add(a0Addr, kb), 16), as), zi);
-          Value a3 = m.sel(ok1, m.loadI32(m.add(m.add(a1Addr, kb), 16), as), zi);
-          Value b0 = m.loadI32(m.add(bAddr, kb), 3);
-          Value b1 = m.loadI32(m.add(m.add(bAddr, kb), 16), 3);
-          return m.mma({a0, a1, a2, a3}, {b0, b1}, c);
+          SmallVector<Value> even = step(k, c.take_front(4));
+          SmallVector<Value> odd = step(m.add(k, 16), c.drop_front(4));
+          even.append(odd);
+          return even;
         });
+    SmallVector<Value> acc;
+    for (int64_t i = 0; i < 4; ++i)
+      acc.push_back(arith::AddFOp::create(m.b, m.loc, both[i], both[i + 4]));
+    if (width % 32)
+      acc = step(m.c(pairs * 32), acc);
     Value col = m.add(m.mul(nt, 8), kq);
     m.storePairIf(ok0, op.getResult(), r0, col, acc[0], acc[1]);
     m.storePairIf(ok1, op.getResult(), r1, col, acc[2], acc[3]);
