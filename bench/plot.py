@@ -1,6 +1,7 @@
 """Plot benchmark JSON files (bench_bwd.py --json) as one PNG.
 
     python bench/plot.py OUT.png bench-B1.json bench-B2.json ...
+    python bench/plot.py --table bench-B1.json ...   (the table only)
 
 Bars: TFLOP/s per shape per implementation (the project's flop count); a
 dashed line: the bf16 GEMM ceiling measured in the same process (the mean
@@ -13,7 +14,36 @@ import json
 import sys
 
 
+def load(files):
+    shapes, gemm = {}, []
+    for path in files:
+        with open(path) as f:
+            res = json.load(f)
+        gemm.append(res["limits"]["gemm_tflops"])
+        shapes.update(res["shapes"])
+    return shapes, gemm
+
+
+def table(shapes, gemm) -> str:
+    """One line per (shape, implementation): ms, TFLOP/s, ratio to compiled,
+    fraction of the bf16 GEMM ceiling measured in the same runs."""
+    ceiling = sum(gemm) / len(gemm) if gemm else float("nan")
+    lines = [f"{'shape':<6} {'implementation':<20} {'ms':>10} {'TFLOP/s':>9} "
+             f"{'vs compiled':>12} {'of GEMM':>8}"]
+    for name, row in shapes.items():
+        base = row["ms"].get("compiled")
+        for impl, ms in row["ms"].items():
+            tf = row["flops"] / ms / 1e9
+            ratio = f"{ms / base:.2f}x" if base else "-"
+            lines.append(f"{name:<6} {impl:<20} {ms:10.3f} {tf:9.1f} {ratio:>12} "
+                         f"{tf / ceiling:8.1%}")
+    return "\n".join(lines)
+
+
 def main(argv) -> int:
+    if len(argv) >= 2 and argv[1] == "--table":
+        print(table(*load(argv[2:])))
+        return 0
     if len(argv) < 3:
         print(__doc__)
         return 2
@@ -23,12 +53,8 @@ def main(argv) -> int:
     import matplotlib.pyplot as plt
 
     out, files = argv[1], argv[2:]
-    shapes, gemm = {}, []
-    for path in files:
-        with open(path) as f:
-            res = json.load(f)
-        gemm.append(res["limits"]["gemm_tflops"])
-        shapes.update(res["shapes"])
+    shapes, gemm = load(files)
+    print(table(shapes, gemm))
     impls = sorted({b for row in shapes.values() for b in row["ms"]})
     names = list(shapes)
     width = 0.8 / max(1, len(impls))

@@ -12,7 +12,7 @@
 #
 #   bash scripts/gpu.sh OUT [KERNEL_DIR]        (KERNEL_DIR: build/kernels)
 #   SMLA_GPU_STEPS="tests replay sanitize bench" selects steps; SMLA_BENCH_SHAPES
-#   selects shapes (default: B1 B2 B2r B3).
+#   selects shapes (default: B2 B2r B1 B3).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: scripts/gpu.sh OUT [KERNEL_DIR]}
@@ -71,7 +71,7 @@ if [[ " $STEPS " == *" sanitize "* ]]; then
   done
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
-  for shape in ${SMLA_BENCH_SHAPES:-B1 B2 B2r B3}; do
+  for shape in ${SMLA_BENCH_SHAPES:-B2 B2r B1 B3}; do
     step "bench-$shape" "bench.log" python3 bench/bench_bwd.py --shapes "$shape" \
       --json "$OUT/bench-$shape.json"
   done
@@ -82,4 +82,8 @@ fi
   echo "step                 result"
   for k in "${!STATUS[@]}"; do printf '%-20s %s\n' "$k" "${STATUS[$k]}"; done | sort
 } | tee "$OUT/summary.txt"
+if ls "$OUT"/bench-*.json >/dev/null 2>&1; then
+  echo | tee -a "$OUT/summary.txt"
+  python3 bench/plot.py --table "$OUT"/bench-*.json | tee -a "$OUT/summary.txt"
+fi
 grep -q FAILED "$OUT/summary.txt" && exit 1 || exit 0
