@@ -5,7 +5,9 @@
     python bench/bench_bwd.py --tiny --device cpu   # smoke run, seconds on a CPU
 
 Per shape it reports, for every backend available in this process, the median
-time over --iters runs after warm-up (CUDA events on a GPU), TFLOP/s with the
+time over --iters runs after warm-up (CUDA events on a GPU; --rotate copies of
+the inputs are used in turn, so no run finds the last run's operands in L2),
+TFLOP/s with the
 project's flop count (smla.contract.flop_count) and the ratio of each peer's
 time to the compiled kernel's; plus the index set's overlap statistics
 (smla.indices.overlap_stats on a 256-query sample at the last shard), and the
@@ -76,7 +78,15 @@ def make_problem(spec, device, seed=0):
 
 
 def bench(fn, device, warmup, iters):
-    """Median milliseconds of fn()."""
+    """Median milliseconds of fn(). fn is a callable or a list of callables
+    that are run in turn (rotating inputs: consecutive runs do not find the
+    previous run's operands in L2)."""
+    if isinstance(fn, (list, tuple)):
+        fns, count = fn, [0]
+
+        def fn():
+            fns[count[0] % len(fns)]()
+            count[0] += 1
     for _ in range(warmup):
         fn()
     times = []
@@ -108,7 +118,9 @@ def backends(p, args):
             dq_dtype=torch.bfloat16, dkv_dtype=torch.bfloat16)
     out["reference"] = lambda: sparse_mla_bwd_reference(*t, s, q_positions=qp)
     if not args.no_compile:
-        compiled_ref = torch.compile(sparse_mla_bwd_reference, dynamic=False)
+        if not hasattr(args, "compiled_ref"):  # one compile for every input copy
+            args.compiled_ref = torch.compile(sparse_mla_bwd_reference, dynamic=False)
+        compiled_ref = args.compiled_ref
         out["compiled-reference"] = lambda: compiled_ref(*t, s, q_positions=qp)
     if args.tilelang:
         mod, _, name = args.tilelang.partition(":")
@@ -140,11 +152,14 @@ def main(argv=None):
                     help="only these backends (compiled, reference, compiled-reference, "
                          "tilelang)")
     ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--rotate", type=int, default=None,
+                    help="copies of the inputs run in turn (default 3; tiny 1)")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     iters = args.iters or (2 if args.tiny else 20)
     warmup = args.warmup if args.warmup is not None else (1 if args.tiny else 3)
     table = TINY if args.tiny else SHAPES
+    rotate = max(1, args.rotate or (1 if args.tiny else 3))
 
     lim = limits(device, args.tiny)
     print(f"device {device}: bf16 GEMM {lim['gemm_tflops']:.1f} TFLOP/s, "
@@ -159,11 +174,14 @@ def main(argv=None):
         print(f"\n{name}: T={T} S_kv={S} H={H} G={G} D+Dt={D}+{Dt} K={K} indices={kind}; "
               f"next-overlap {ov['next_overlap']:.3f}, union8/K {ov['union_8']:.2f}, "
               f"union64/K {ov['union_64']:.2f}")
-        row = {"overlap": ov, "flops": flops, "ms": {}}
-        for bname, fn in backends(p, args).items():
+        row = {"overlap": ov, "flops": flops, "ms": {}, "rotate": rotate}
+        copies = [p] + [{k: v.clone() if torch.is_tensor(v) else v for k, v in p.items()}
+                        for _ in range(rotate - 1)]
+        runs = [backends(c, args) for c in copies]
+        for bname in runs[0]:
             if args.backends and bname not in args.backends:
                 continue
-            ms = bench(fn, device, warmup, iters)
+            ms = bench([r[bname] for r in runs], device, warmup, iters)
             row["ms"][bname] = ms
             print(f"  measured {bname}: {ms:.3f} ms", flush=True)
             if args.json:  # partial results survive a time-out

@@ -23,3 +23,14 @@ def test_bench_tiny_runs(tmp_path):
     assert b1["ms"]["reference"] > 0
     assert 0 < b1["overlap"]["next_overlap"] < 1
     assert "next-overlap" in r.stdout and "TFLOP/s" in r.stdout
+
+
+def test_bench_rotates_inputs():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import bench_bwd
+    import torch
+
+    calls = []
+    fns = [lambda i=i: calls.append(i) for i in range(3)]
+    bench_bwd.bench(fns, torch.device("cpu"), warmup=2, iters=5)
+    assert calls == [0, 1, 2, 0, 1, 2, 0]
