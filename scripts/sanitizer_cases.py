@@ -46,11 +46,13 @@ DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32}
 
 
 def main() -> int:
-    """SMLA_SANITIZE_LIMIT=N checks only the first N configurations."""
+    """SMLA_SANITIZE_LIMIT=N checks only the first N configurations;
+    SMLA_SANITIZE_HEADS=16,128 only those head counts."""
     _compiled.load()
     import smla._C as ext
 
     limit = int(os.environ.get("SMLA_SANITIZE_LIMIT", "1000"))
+    heads = {int(h) for h in os.environ.get("SMLA_SANITIZE_HEADS", "").split(",") if h}
     failures = 0
     seen = set()
     with open(os.path.join(ext.kernel_directory(), "manifest.json")) as f:
@@ -60,6 +62,8 @@ def main() -> int:
         key = (c["heads"], c["groups"], c["d"], c["dt"], c["lse_base"], c["positions"],
                c["dq_type"], c["dkv_type"])
         if k.get("kind") != "bwd" or key in seen or len(seen) >= limit:
+            continue
+        if heads and c["heads"] not in heads:
             continue
         seen.add(key)
         H, G, D, Dt, base, pos, dq_t, dkv_t = key

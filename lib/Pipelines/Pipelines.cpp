@@ -38,14 +38,17 @@ void mlir::smla::buildCpuPipeline(OpPassManager &pm) {
     llvm::report_fatal_error("smla: malformed built-in CPU pipeline");
 }
 
-void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads) {
+void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
+                                        int64_t ctasPerSm) {
   buildGuardedPipeline(pm);
   SMLAGpuMapOptions mapOptions;
   mapOptions.threads = threads;
+  mapOptions.ctasPerSm = ctasPerSm;
   pm.addPass(createSMLAGpuMap(mapOptions));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createSMLAAllocateSmem());
   kernels.addPass(createSMLAVerifySmem());
+  kernels.addPass(createSMLAInsertBarriers());
   kernels.addPass(createSMLALowerToNVVM());
   kernels.addPass(createSMLAVerifySmem());
   pm.addPass(createSMLAVerifyGuards());

@@ -15,10 +15,12 @@ using namespace mlir;
 using namespace mlir::smla;
 
 std::string KernelSpec::name() const {
-  return llvm::formatv("smla_d{0}_dt{1}_h{2}_g{3}_b{4}_{5}{6}_{7}_{8}", d, dt,
-                       heads, groups, block, lseBase2 ? "base2" : "natural",
+  std::string split =
+      headBlocks > 1 ? llvm::formatv("_s{0}", headBlocks).str() : "";
+  return llvm::formatv("smla_d{0}_dt{1}_h{2}_g{3}_b{4}{9}_{5}{6}_{7}_{8}", d,
+                       dt, heads, groups, block, lseBase2 ? "base2" : "natural",
                        positions ? "_pos" : "", dqF32 ? "f32" : "bf16",
-                       dkvF32 ? "f32" : "bf16")
+                       dkvF32 ? "f32" : "bf16", split)
       .str();
 }
 
@@ -53,9 +55,10 @@ std::string KernelSpec::source() const {
   arg("counters", "memref<3xi64>");
   std::string config = llvm::formatv(
       "#smla.config<d = {0}, dt = {1}, heads = {2}, groups = {3}, block = "
-      "{4}, lseBase = {5}, positions = {6}, dqType = {7}, dkvType = {8}>",
+      "{4}, lseBase = {5}, positions = {6}, dqType = {7}, dkvType = {8}, "
+      "headBlocks = {9}>",
       d, dt, heads, groups, block, lseBase2 ? "base2" : "natural",
-      positions ? "true" : "false", dq, dkvF32 ? "f32" : "bf16");
+      positions ? "true" : "false", dq, dkvF32 ? "f32" : "bf16", headBlocks);
   // The op's sm_scale is a compile-time placeholder: smla-gpu-map gives the
   // bwd kernel an f32 `sm_scale` parameter and the softmax / dscores
   // lowering reads that instead (docs/codegen.md).
@@ -81,6 +84,7 @@ llvm::json::Object KernelSpec::manifestConfig() const {
   o["positions"] = positions;
   o["dq_type"] = dqF32 ? "f32" : "bf16";
   o["dkv_type"] = dkvF32 ? "f32" : "bf16";
+  o["head_blocks"] = headBlocks;
   return o;
 }
 
@@ -124,6 +128,8 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       ok = integer(s.groups);
     else if (key == "block")
       ok = integer(s.block);
+    else if (key == "head_blocks")
+      ok = integer(s.headBlocks);
     else if (key == "positions")
       ok = boolean(s.positions);
     else if (key == "dq")
@@ -139,8 +145,8 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       s.lseBase2 = value == "base2" || value == "2";
     } else
       return fail("unknown configuration key '" + key +
-                  "' (expected d, dt, heads, groups, block, lse, positions, "
-                  "dq, dkv)");
+                  "' (expected d, dt, heads, groups, block, head_blocks, lse, "
+                  "positions, dq, dkv)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");
@@ -156,5 +162,17 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
   if (s.block < 16 || s.block > 256 || s.block % 16)
     return fail("block must be a multiple of 16 in [16, 256], got " +
                 llvm::Twine(s.block));
+  int64_t hg = s.heads / s.groups;
+  if (s.headBlocks == 0) {
+    // Auto: the fewest head blocks that leave at most kMaxHeadsPerBlock
+    // heads per CTA (their dQ accumulator and score tiles must fit in
+    // shared memory).
+    s.headBlocks = 1;
+    while (hg % s.headBlocks || hg / s.headBlocks > KernelSpec::kMaxHeadsPerBlock)
+      ++s.headBlocks;
+  } else if (s.headBlocks < 0 || hg % s.headBlocks) {
+    return fail("head_blocks (" + llvm::Twine(s.headBlocks) +
+                ") must divide the heads per group (" + llvm::Twine(hg) + ")");
+  }
   return s;
 }

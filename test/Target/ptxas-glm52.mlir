@@ -5,6 +5,10 @@
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 // RUN: not smla-compile -o %t --config heads=3,groups=2 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not smla-compile -o %t --config sm_scale=0.1 2>&1 | FileCheck %s --check-prefix=SCALE
+// RUN: not smla-compile -o %t --config heads=16,head_blocks=3 2>&1 | FileCheck %s --check-prefix=SPLIT
+// RUN: smla-compile -o %t/h128 -quiet --config d=512,dt=64,heads=128,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16
+// RUN: FileCheck %s --check-prefix=H128 < %t/h128/manifest.json
+// RUN: FileCheck %s --check-prefix=H128-PTXAS < %t/h128/smla_d512_dt64_h128_g1_b32_s2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: smla-compile -o %t/h -quiet --config d=512,dt=64,heads=16,groups=1,block=64,lse=natural,positions=0,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=64,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: cat %t/h/*.ptxas.txt | FileCheck %s --check-prefix=SPILLS
 // RUN: not grep -E "[1-9][0-9]* bytes spill" %t/h/smla_d512_dt64_h16_g1_b64_natural_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h32_g1_b64_base2_pos_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h64_g1_b32_base2_pos_bf16_bf16.ptxas.txt
@@ -48,10 +52,26 @@
 // MANIFEST-NOT: "sm_scale": {{[0-9]}}
 // MANIFEST: "format": "smla-manifest"
 // MANIFEST: "kind": "bwd"
-// MANIFEST: "dynamic_smem": 163456
+// MANIFEST: "dynamic_smem": 166016
 // MANIFEST: "name": "sm_scale",
 // MANIFEST-NEXT: "type": "f32"
 
 // BAD: smla-compile: error: --config 'heads=3,groups=2': heads (3) must be a positive multiple of groups (2)
+
+// SPLIT: smla-compile: error: --config 'heads=16,head_blocks=3': head_blocks (3) must divide the heads per group (16)
+
+// H = 128 is split by itself into two head blocks of 64 (one CTA each):
+// the grid's second extent counts them, the tiles are those of H = 64.
+// H128: "head_blocks": 2
+// H128-NEXT: "heads": 128
+// H128: "entry": "smla_d512_dt64_h128_g1_b32_s2_base2_pos_bf16_bf16_bwd"
+// H128-NEXT: "kind": "bwd"
+// H128: "dynamic_smem": 228096
+// H128-NEXT: "grid": [
+// H128-NEXT: "T",
+// H128-NEXT: 2,
+// H128-NEXT: 1
+// H128-PTXAS: Function properties for smla_d512_dt64_h128_g1_b32_s2_base2_pos_bf16_bf16_bwd
+// H128-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 // SCALE: smla-compile: error: --config 'sm_scale=0.1': sm_scale is not a compile-time setting: the bwd kernel takes it as its f32 'sm_scale' parameter

@@ -43,6 +43,7 @@ class Config:
     positions: bool
     dq_type: str  # "bf16" | "f32"
     dkv_type: str  # "bf16" | "f32"
+    head_blocks: int = 1  # blocks the heads of one group are split into
 
     @property
     def width(self) -> int:
@@ -78,7 +79,8 @@ def render(cfg: Config, scale: float) -> str:
         f"#smla.config<d = {cfg.d}, dt = {cfg.dt}, heads = {h}, groups = {g}, "
         f"block = {cfg.block}, lseBase = {base}, "
         f"positions = {'true' if cfg.positions else 'false'}, "
-        f"dqType = {cfg.dq_type}, dkvType = {cfg.dkv_type}>"
+        f"dqType = {cfg.dq_type}, dkvType = {cfg.dkv_type}, "
+        f"headBlocks = {cfg.head_blocks}>"
     )
     return (
         f"func.func @bwd({sig}) attributes {{llvm.emit_c_interface}} {{\n"

@@ -69,14 +69,16 @@ def rel(a: torch.Tensor, b: torch.Tensor) -> float:
 
 CONFIGS = [
     # (config, T, S, K): one tail-only block, three blocks with a tail,
-    # non-power-of-two heads with bf16 outputs.
+    # non-power-of-two heads with bf16 outputs, heads split into blocks
+    # (two groups of 6 heads, 3 blocks of 2 heads each).
     (Config(32, 16, 4, 1, 16, 2, False, "f32", "f32"), 6, 11, 7),
     (Config(32, 16, 4, 2, 16, 1, True, "f32", "f32"), 7, 29, 37),
     (Config(64, 0, 20, 1, 16, 2, True, "bf16", "bf16"), 6, 40, 20),
+    (Config(32, 16, 12, 2, 16, 2, True, "f32", "f32", head_blocks=3), 7, 29, 37),
 ]
 
 
-@pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: f"h{c[0].heads}g{c[0].groups}k{c[3]}")
+@pytest.fixture(scope="module", params=CONFIGS, ids=lambda c: f"h{c[0].heads}g{c[0].groups}s{c[0].head_blocks}k{c[3]}")
 def compiled(request, tmp_path_factory):
     cfg, T, S, K = request.param
     case = make_case(cfg, T, S, K, seed=cfg.heads * 7 + K, positions=cfg.positions)

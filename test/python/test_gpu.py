@@ -88,6 +88,8 @@ CASES = {
     "glm52_lse_e_positions": (dict(lse_base="e", positions=shard_positions(24, 300)), {}),
     "H32": (dict(H=32), {}),
     "H64": (dict(H=64, T=8), {}),
+    "H128": (dict(H=128, T=6), {}),
+    "H128_positions_lse_e": (dict(H=128, T=6, lse_base="e", positions=shard_positions(6, 300)), {}),
     "K1": (dict(K=1, adversarial=False, random_o=True), {}),
     "K7": (dict(K=7), {}),
     "K1000": (dict(K=1000, S=1500), {}),

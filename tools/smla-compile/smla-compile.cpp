@@ -61,6 +61,11 @@ static cl::opt<int> ctaThreads(
     "cta-threads", cl::desc("Threads per CTA of the bwd kernel (a multiple of 32, "
                         "64 to 1024)"),
     cl::init(256));
+static cl::opt<int> ctasPerSm(
+    "ctas-per-sm",
+    cl::desc("Stage q/do rows in shared memory only within the share that "
+             "leaves room for this many bwd CTAs per SM (1 to 32)"),
+    cl::init(1));
 static cl::opt<bool> quiet("quiet", cl::desc("Print nothing on success"),
                            cl::init(false));
 
@@ -87,6 +92,9 @@ int main(int argc, char **argv) {
   if (ctaThreads < 64 || ctaThreads > 1024 || ctaThreads % 32)
     return fail("--cta-threads " + std::to_string(ctaThreads) +
                 ": must be a multiple of 32 in [64, 1024]");
+  if (ctasPerSm < 1 || ctasPerSm > 32)
+    return fail("--ctas-per-sm " + std::to_string(ctasPerSm) +
+                ": must be in [1, 32]");
   if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
     return fail("cannot create output directory '" + outDir +
                 "': " + ec.message());
@@ -114,7 +122,7 @@ int main(int argc, char **argv) {
     if (!useMma)
       (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
     PassManager kernelsPm(&context);
-    buildGpuKernelPipeline(kernelsPm, ctaThreads);
+    buildGpuKernelPipeline(kernelsPm, ctaThreads, ctasPerSm);
     if (failed(kernelsPm.run(*module)))
       return fail("--config '" + text + "': lowering to kernels failed");
     std::vector<KernelInfo> infos = collectKernelInfo(*module);

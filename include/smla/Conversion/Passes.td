@@ -107,14 +107,18 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
     Key tiles (gather destinations) get rows padded by 16 bytes (8 bf16)
     so that the 8 rows one mma fragment or ldmatrix phase reads fall in
     different shared-memory banks. With one group (G = 1), and when it fits
-    in shared memory next to the tiles, the CTA's q and do rows are copied
-    once (cp.async) into padded shared buffers before the block loop, and
-    `smla.tile_dot` / `smla.scatter_dkv` read those `[1, H, W]` views at
-    token 0 instead of global memory.
+    in shared memory next to the tiles (within the share of an SM that
+    `ctas-per-sm` CTAs leave each), the CTA's q rows, then its do rows, are
+    copied once (cp.async) into padded shared buffers before the block
+    loop, and `smla.tile_dot` (and `smla.scatter_dkv`, when both are staged)
+    read those `[1, H, W]` views at token 0 instead of global memory.
   }];
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"256",
            "Threads per CTA (a multiple of 32)">,
+    Option<"ctasPerSm", "ctas-per-sm", "int64_t", /*default=*/"1",
+           "Shared memory left for this many CTAs per SM bounds the optional "
+           "staging of q and do rows (the tiles themselves are not shrunk)">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::memref::MemRefDialect",
@@ -169,12 +173,38 @@ def SMLAVerifySmem : Pass<"smla-verify-smem", "::mlir::gpu::GPUModuleOp"> {
   }];
 }
 
+def SMLAInsertBarriers
+    : Pass<"smla-insert-barriers", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Place CTA barriers between tile ops that share shared memory";
+  let description = [{
+    The tile ops of a kernel are CTA-cooperative: what one op writes to a
+    shared-memory tile, other threads read in a later op. This pass walks
+    every `gpu.func` in program order and inserts a `gpu.barrier` before a
+    tile op that reads bytes an op since the last barrier wrote, or writes
+    bytes such an op read or wrote. Footprints are byte ranges of the
+    dynamic shared-memory buffer (after `smla-allocate-smem`), so tiles that
+    share storage conflict. A dependence between `smla.softmax` and
+    `smla.dscores` through a tile of their own shape needs none: their
+    lowerings visit element (h, j) in the same thread. Loops and branches
+    are handled conservatively: nothing is pending on entry or after them,
+    and a body that ends with pending accesses ends with a barrier.
+    `smla-lower-to-nvvm` runs it first if it has not run; the lowerings emit
+    no barriers of their own between tile ops.
+
+    In one top-k block of the decomposed backward this leaves four barriers:
+    after the gather, after both block products (scores and dP), after
+    softmax and dS, and at the end of the block.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def SMLALowerToNVVM : Pass<"smla-lower-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
   let summary = "Lower smla tile ops inside gpu.funcs to CTA-cooperative "
                 "gpu/nvgpu/nvvm code";
   let description = [{
-    Each tile op becomes code that all threads of the CTA run together,
-    followed by a `gpu.barrier`:
+    Each tile op becomes code that all threads of the CTA run together;
+    barriers between them come from `smla-insert-barriers` (run first if it
+    has not run):
 
     * `smla.gather`: per 16-byte chunk, `nvgpu.device_async_copy` whose
       source row is `select(mask, idx, 0)` and whose source element count is

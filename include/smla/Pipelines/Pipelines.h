@@ -21,8 +21,11 @@ void buildCpuPipeline(OpPassManager &pm);
 
 /// The guarded pipeline mapped to gpu.funcs, shared memory placed and
 /// verified, tile ops lowered to gpu/nvgpu/nvvm (`smla-gpu-kernels`), with
-/// `threads` threads per CTA (a multiple of 32).
-void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256);
+/// `threads` threads per CTA (a multiple of 32); q/do rows are staged in
+/// shared memory only within the share that leaves room for `ctasPerSm`
+/// CTAs per SM.
+void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
+                            int64_t ctasPerSm = 1);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

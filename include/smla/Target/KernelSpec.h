@@ -25,8 +25,14 @@ namespace mlir::smla {
 struct KernelSpec {
   int64_t d = 512, dt = 64, heads = 16, groups = 1, block = 64;
   bool lseBase2 = true, positions = false, dqF32 = false, dkvF32 = false;
+  /// Blocks the heads of one group are split into (one CTA each); 0 until
+  /// parsed, then the value given or the smallest split that leaves at most
+  /// kMaxHeadsPerBlock heads per CTA.
+  int64_t headBlocks = 0;
+  static constexpr int64_t kMaxHeadsPerBlock = 64;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
-  /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.
+  /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16
+  /// (with `_s2` after the block for two head blocks per group).
   std::string name() const;
   /// The function holding the whole op, in MLIR text.
   std::string source() const;

@@ -90,10 +90,10 @@ void storeF32(OpBuilder &b, Location loc, Value v, Value memref,
   memref::StoreOp::create(b, loc, v, memref, idx);
 }
 
-/// Head index g * Hg + h.
-Value headOf(OpBuilder &b, Location loc, Value group, int64_t hg, Value h) {
+/// Head index hb * Hb + h (Hb: the rows of the op's tile).
+Value headOf(OpBuilder &b, Location loc, Value block, int64_t hb, Value h) {
   Value base = arith::MulIOp::create(
-      b, loc, group, arith::ConstantIndexOp::create(b, loc, hg));
+      b, loc, block, arith::ConstantIndexOp::create(b, loc, hb));
   return arith::AddIOp::create(b, loc, base, h);
 }
 
@@ -124,7 +124,7 @@ void lower(DeltaOp op) {
   int64_t hg = op.getDelta().getType().getDimSize(0);
   Value width = e.dim(op.getO(), 2);
   e.loop(e.index(hg), [&](OpBuilder &b, Value h) {
-    Value head = headOf(b, e.loc, op.getGroup(), hg, h);
+    Value head = headOf(b, e.loc, op.getHeadBlock(), hg, h);
     Value zero = arith::ConstantOp::create(b, e.loc, b.getF32FloatAttr(0));
     Value sum = LoopEmitter::reduce(
         b, e.loc, width, zero, [&](OpBuilder &b, Value c, Value acc) {
@@ -198,7 +198,7 @@ void lower(RowLiveOp op) {
   auto liveType = op.getLive().getType();
   int64_t hg = liveType.getNumElements();
   auto f32Vec = VectorType::get({hg}, e.b.getF32Type());
-  Value head0 = headOf(e.b, e.loc, op.getGroup(), hg, e.index(0));
+  Value head0 = headOf(e.b, e.loc, op.getHeadBlock(), hg, e.index(0));
   Value lse = vector::LoadOp::create(e.b, e.loc, f32Vec, op.getLse(),
                                      ValueRange{op.getToken(), head0});
   Value mag = math::AbsFOp::create(e.b, e.loc, lse);
@@ -262,7 +262,7 @@ void lower(TileDotOp op) {
   int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
   Value width = e.index(op.getLhs().getType().getDimSize(2));
   e.loop(e.index(hg), [&](OpBuilder &b, Value h) {
-    Value head = headOf(b, e.loc, op.getGroup(), hg, h);
+    Value head = headOf(b, e.loc, op.getHeadBlock(), hg, h);
     LoopEmitter::loop(b, e.loc, e.index(block), [&](OpBuilder &b, Value j) {
       Value zero = arith::ConstantOp::create(b, e.loc, b.getF32FloatAttr(0));
       Value sum = LoopEmitter::reduce(
@@ -295,7 +295,7 @@ void lower(SoftmaxOp op) {
       e.b, e.loc, e.index(hg), zeroCount,
       [&](OpBuilder &b, Value h, Value rowCount) {
         Location loc = e.loc;
-        Value head = headOf(b, loc, op.getGroup(), hg, h);
+        Value head = headOf(b, loc, op.getHeadBlock(), hg, h);
         Value lse = memref::LoadOp::create(b, loc, op.getLse(),
                                            ValueRange{op.getToken(), head});
         if (natural)
@@ -405,7 +405,7 @@ void scatterColumns(OpBuilder &b, Location loc, ScatterDkvOp op, Value coef,
     Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
     Value sum = LoopEmitter::reduce(
         b, loc, heads, zero, [&](OpBuilder &b, Value h, Value acc) {
-          Value head = headOf(b, loc, op.getGroup(), hg, h);
+          Value head = headOf(b, loc, op.getHeadBlock(), hg, h);
           Value w = memref::LoadOp::create(b, loc, coef, ValueRange{h, j});
           Value x = loadF32(b, loc, rows, {op.getToken(), head, c});
           return arith::AddFOp::create(b, loc, acc,
@@ -444,7 +444,7 @@ void lower(StoreDqOp op) {
   auto type = op.getAcc().getType();
   int64_t hg = type.getDimSize(0);
   e.loop(e.index(hg), [&](OpBuilder &b, Value h) {
-    Value head = headOf(b, e.loc, op.getGroup(), hg, h);
+    Value head = headOf(b, e.loc, op.getHeadBlock(), hg, h);
     LoopEmitter::loop(
         b, e.loc, e.index(type.getDimSize(1)), [&](OpBuilder &b, Value c) {
           Value v =

@@ -2,8 +2,9 @@
 //
 // Part of the smla project: a compiled sparse-MLA backward.
 //
-// One CTA per (token, group): the decomposed loop nest's `t` and `g` loops
-// become the grid, the top-k block loop stays inside the CTA. The tile ops
+// One CTA per (token, head block): the decomposed loop nest's `t` and head
+// block loops become the grid, the top-k block loop stays inside the CTA
+// (without a head split, one head block per kv group). The tile ops
 // are cloned unchanged; only the values they read change: kernel
 // parameters are bare pointers, re-shaped into the original dynamically
 // sized memrefs with memref.reinterpret_cast, and scratch allocas move to
@@ -13,6 +14,7 @@
 
 #include "smla/Conversion/Passes.h"
 
+#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 
 namespace mlir::smla {
@@ -29,6 +31,9 @@ namespace {
 constexpr int64_t kFlatLength = 2147483647;
 /// Extra bf16 columns per key-tile row in shared memory (16 bytes).
 constexpr int64_t kKeyTilePad = 8;
+/// Extra f32 columns per row of an f32 tile whose rows are a multiple of
+/// 32 words (32 bytes: the row shifts by 8 banks).
+constexpr int64_t kF32TilePad = 8;
 
 /// The role of each function argument, found from the tile ops using it.
 struct Roles {
@@ -66,9 +71,15 @@ FailureOr<Roles> findRoles(func::FuncOp func) {
       if (Value limit = o.getLimit())
         if (auto load = limit.getDefiningOp<memref::LoadOp>())
           r.positions = load.getMemRef();
-    } else if (auto o = dyn_cast<RowLiveOp>(op))
+    } else if (auto o = dyn_cast<RowLiveOp>(op)) {
       r.lse = o.getLse();
-    else if (auto o = dyn_cast<StoreDqOp>(op))
+      if (o.getCounters())
+        r.counters = o.getCounters();
+    } else if (auto o = dyn_cast<IndexMaskOp>(op)) {
+      // With split heads the invalid-slot counter sits on a mask only.
+      if (o.getCounters())
+        r.counters = o.getCounters();
+    } else if (auto o = dyn_cast<StoreDqOp>(op))
       r.dq = o.getDq();
     else if (auto o = dyn_cast<CastDkvOp>(op))
       r.dkv = o.getDkv();
@@ -226,13 +237,15 @@ int64_t workgroupBytesUsed(gpu::GPUFuncOp kernel) {
 /// block product of every top-k block: copy them once into shared memory
 /// (rows padded by 16 bytes, against bank conflicts) and let tile_dot and
 /// scatter_dkv read them there. The staged view is [1, H, W] with a row
-/// stride of W + 8, read at token 0. Skipped when G > 1 or when it would
-/// not fit in shared memory next to the tiles.
+/// stride of W + 8, read at token 0. Skipped when there is more than one
+/// head block (G > 1 or split heads). q is staged if it fits in `budget`
+/// bytes next to the tiles, then do if it still fits; scatter_dkv reads
+/// them staged only when both are.
 void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                     ArrayRef<std::pair<StringRef, Value>> tensors,
                     IRMapping &mapping, Value t, int64_t threads,
-                    int64_t groups) {
-  if (groups != 1)
+                    int64_t headBlocks, int64_t budget) {
+  if (headBlocks != 1)
     return;
   Value q, dout;
   for (auto [name, v] : tensors) {
@@ -246,13 +259,18 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   auto shapeOf = [](Value v) { return cast<MemRefType>(v.getType()); };
   int64_t heads = shapeOf(q).getDimSize(1);
   int64_t widths[2] = {shapeOf(q).getDimSize(2), shapeOf(dout).getDimSize(2)};
-  int64_t extra = 0;
-  for (int64_t w : widths) {
+  bool stage[2] = {false, false};
+  int64_t used = workgroupBytesUsed(kernel);
+  for (int i = 0; i < 2; ++i) {
+    int64_t w = widths[i];
     if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(w) || w % 8)
       return;
-    extra += llvm::alignTo(heads * (w + kKeyTilePad) * 2, 128);
+    int64_t bytes = llvm::alignTo(heads * (w + kKeyTilePad) * 2, 128);
+    stage[i] = used + bytes <= budget;
+    if (stage[i])
+      used += bytes;
   }
-  if (workgroupBytesUsed(kernel) + extra > kMaxDynamicSmem)
+  if (!stage[0] && !stage[1])
     return;
 
   MLIRContext *ctx = b.getContext();
@@ -263,6 +281,8 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   DenseMap<Value, Value> staged;
   Value sources[2] = {q, dout};
   for (int i = 0; i < 2; ++i) {
+    if (!stage[i])
+      continue;
     Value src = sources[i];
     int64_t w = widths[i], stride = w + kKeyTilePad, chunks = w / 8;
     auto padded = MemRefType::get({heads, stride}, b.getBF16Type(),
@@ -321,7 +341,7 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
 }
 
 LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
-                          int64_t threads) {
+                          int64_t threads, int64_t ctasPerSm) {
   FailureOr<Roles> roles = findRoles(func);
   if (failed(roles))
     return failure();
@@ -333,8 +353,13 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     return func.emitOpError()
            << "cannot map to the GPU: expected the token loop and the group "
               "loop of smla-decompose";
-  auto kvType = cast<MemRefType>(roles->kv.getType());
-  int64_t groups = kvType.getDimSize(1);
+  std::optional<int64_t> headBlocks =
+      getConstantIntValue(groupLoop.getUpperBound());
+  if (!headBlocks || !matchPattern(groupLoop.getLowerBound(), m_Zero()) ||
+      !matchPattern(groupLoop.getStep(), m_One()))
+    return groupLoop.emitOpError()
+           << "cannot map to the GPU: the head block loop must run from 0 "
+              "to a constant in steps of 1";
   Location loc = func.getLoc();
   KernelBuilder kb(module, threads);
   SmallVector<std::pair<StringRef, Value>> tensors;
@@ -342,9 +367,9 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     if (entry.second)
       tensors.push_back(entry);
   SmallVector<StringRef> scalars{"T", "S_kv", "K", kScaleParam};
-  std::string G = std::to_string(groups);
+  std::string G = std::to_string(*headBlocks);
 
-  // The backward kernel: grid (T, G).
+  // The backward kernel: grid (T, G * headBlocks).
   {
     gpu::GPUFuncOp kernel = kb.create((func.getName() + "_bwd").str(), "bwd",
                                       tensors, scalars, {"T", G, "1"});
@@ -367,12 +392,29 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
       if (isKeyTile && shape.size() == 2 && type.getElementType().isBF16() &&
           shape[1] % 8 == 0)
         shape[1] += kKeyTilePad;
+      // f32 tiles (scores, P, dP, dS, the dQ accumulator) whose rows are a
+      // multiple of 32 words long would put the 8 rows one mma C fragment
+      // stores (row = lane / 4) in the same banks: their rows get 8 more
+      // words, and the tile ops see a [R, C] view with row stride C + 8.
+      bool padF32 = shape.size() == 2 && type.getElementType().isF32() &&
+                    shape[1] % 32 == 0;
+      SmallVector<int64_t> logical(shape);
+      if (padF32)
+        shape[1] += kF32TilePad;
       auto wg = MemRefType::get(
           shape, type.getElementType(), MemRefLayoutAttrInterface{},
           gpu::AddressSpaceAttr::get(b.getContext(),
                                      gpu::AddressSpace::Workgroup));
-      mapping.map(alloca.getResult(),
-                  memref::AllocaOp::create(b, alloca.getLoc(), wg).getResult());
+      Value buffer = memref::AllocaOp::create(b, alloca.getLoc(), wg);
+      if (padF32) {
+        SmallVector<OpFoldResult> zeros(2, b.getIndexAttr(0)),
+            ones(2, b.getIndexAttr(1));
+        SmallVector<OpFoldResult> sizes{b.getIndexAttr(logical[0]),
+                                        b.getIndexAttr(logical[1])};
+        buffer = memref::SubViewOp::create(b, alloca.getLoc(), buffer, zeros,
+                                           sizes, ones);
+      }
+      mapping.map(alloca.getResult(), buffer);
     }
     SetVector<Value> above;
     getUsedValuesDefinedAbove(tokenLoop.getRegion(), above);
@@ -394,7 +436,12 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     }
     gpu::ReturnOp::create(b, loc);
     b.setInsertionPointAfter(&*bodyStart);
-    stageTokenRows(b, loc, kernel, tensors, mapping, t, threads, groups);
+    // Shared memory per SM on sm_90: 228 KiB, of which 1 KiB per CTA is
+    // reserved by the system.
+    int64_t budget =
+        std::min(kMaxDynamicSmem, kSmemPerSm / ctasPerSm - kSmemReservedPerCta);
+    stageTokenRows(b, loc, kernel, tensors, mapping, t, threads, *headBlocks,
+                   budget);
   }
 
   // The dKV accumulator's zero fill and its final cast: one CTA per kv row.
@@ -449,6 +496,12 @@ struct SMLAGpuMapPass
                          << threads;
       return signalPassFailure();
     }
+    if (ctasPerSm < 1 || ctasPerSm > 32) {
+      module.emitError() << "smla-gpu-map: ctas-per-sm must be in [1, 32]; "
+                            "got "
+                         << ctasPerSm;
+      return signalPassFailure();
+    }
     SmallVector<func::FuncOp> funcs;
     for (auto func : module.getOps<func::FuncOp>()) {
       bool hasTiles = false;
@@ -466,7 +519,7 @@ struct SMLAGpuMapPass
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "smla_kernels");
     for (func::FuncOp func : funcs)
-      if (failed(mapFunction(func, gpuModule, threads)))
+      if (failed(mapFunction(func, gpuModule, threads, ctasPerSm)))
         return signalPassFailure();
   }
 };

@@ -35,7 +35,7 @@ void mlir::smla::lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma) {
     Value nb = arith::ConstantIndexOp::create(b, loc, block);
     Value h = arith::DivUIOp::create(b, loc, q, nb);
     Value j = arith::RemUIOp::create(b, loc, q, nb);
-    Value head = headIndex(b, loc, op.getGroup(), hg, h);
+    Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
     auto v8 = VectorType::get({8}, b.getF32Type());
     Value zeros = arith::ConstantOp::create(
         b, loc, DenseElementsAttr::get(v8, b.getF32FloatAttr(0)));
@@ -53,7 +53,6 @@ void mlir::smla::lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma) {
         vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, sum);
     memref::StoreOp::create(b, loc, total, op.getResult(), ValueRange{h, j});
   });
-  e.barrier();
 }
 
 void mlir::smla::lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma) {
@@ -83,5 +82,4 @@ void mlir::smla::lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma) {
                    });
     vector::StoreOp::create(b, loc, sum, op.getAcc(), ValueRange{h, c});
   });
-  e.barrier();
 }

@@ -251,9 +251,9 @@ void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
   Value lhsBase = m.base(op.getLhs()), tileBase = m.base(op.getTile());
   Rows rows = rowsOf(op.getLhs());
   (void)heads;
-  // Element offset of head g*Hg of token t.
+  // Element offset of head hb*Hb of token t.
   Value rowBase = m.add(m.mul(op.getToken(), rows.tokenStride),
-                        m.mul(m.mul(op.getGroup(), hg), rows.rowStride));
+                        m.mul(m.mul(op.getHeadBlock(), hg), rows.rowStride));
   m.warpLoop(warp, warps, mTiles * nTiles, [&](Value p) {
     Value mt = m.div(p, nTiles), nt = m.rem(p, nTiles);
     Value r0 = m.add(m.mul(mt, 16), gr), r1 = m.add(r0, 8);
@@ -303,9 +303,13 @@ void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
     m.storePairIf(ok0, op.getResult(), r0, col, acc[0], acc[1]);
     m.storePairIf(ok1, op.getResult(), r1, col, acc[2], acc[3]);
   });
-  e.barrier();
 }
 
+/// dQ[h, c] += dS[h, :] . K[:, c]: M = heads, N = columns, K = slots. When
+/// the warps divide evenly among the m tiles, each warp keeps one m tile
+/// and loads its dS A fragments (rounded to bf16) once for the whole op,
+/// then walks its share of the column pairs; otherwise (more m tiles than
+/// warps) every (m tile, column pair) item reloads them.
 void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
   Mma m{e.b, e.loc};
   auto accType = op.getAcc().getType();
@@ -314,6 +318,7 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
   int64_t tileW = staticDim(op.getTile(), 1); // row stride, >= width
   int64_t mTiles = llvm::divideCeil(hg, 16), nPairs = width / 16;
   int64_t warps = e.threads / kMmaLanes;
+  bool keepA = warps % mTiles == 0;
 
   Value warp = m.div(e.tid, kMmaLanes);
   Value lane = m.rem(e.tid, kMmaLanes);
@@ -324,58 +329,106 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
   // tile row k + l % 16, column n0 + 8 * (l / 16).
   Value ldRow = m.rem(lane, 16), ldCol = m.mul(m.div(lane, 16), 8);
   Value acc = op.getAcc(), ds = op.getDs();
-  m.warpLoop(warp, warps, mTiles * nPairs, [&](Value p) {
-    Value mt = m.div(p, nPairs), n0 = m.mul(m.rem(p, nPairs), 16);
-    Value r0 = m.add(m.mul(mt, 16), gr), r1 = m.add(r0, 8);
-    Value ok0 = m.lt(r0, hg), ok1 = m.lt(r1, hg);
-    Value zero = m.c(0);
-    Value s0 = m.sel(ok0, r0, zero), s1 = m.sel(ok1, r1, zero);
-    Value z = m.zeroF32(), zi = m.zeroI32();
-    // C of the two n8 tiles: (r0, c), (r0, c+1), (r1, c), (r1, c+1).
-    SmallVector<Value> init;
-    SmallVector<Value> cols;
+  Value zi = m.zeroI32();
+
+  // Rows r0 = 16 mt + lane / 4 and r1 = r0 + 8 of m tile `mt`; rows >= Hg
+  // read row 0 and are replaced by zero, and are never stored.
+  struct Rows2 {
+    Value r0, r1, ok0, ok1, s0, s1;
+  };
+  auto rowsOfTile = [&](Value mt) {
+    Rows2 r;
+    r.r0 = m.add(m.mul(mt, 16), gr);
+    r.r1 = m.add(r.r0, 8);
+    r.ok0 = m.lt(r.r0, hg);
+    r.ok1 = m.lt(r.r1, hg);
+    r.s0 = m.sel(r.ok0, r.r0, m.c(0));
+    r.s1 = m.sel(r.ok1, r.r1, m.c(0));
+    return r;
+  };
+  // A fragment of the k step at slot k: dS rows (r0, r1) x slots (k + kq,
+  // k + kq + 8), rounded to bf16.
+  auto aFrag = [&](const Rows2 &r, Value k) -> SmallVector<Value> {
+    Value kc = m.add(k, kq), kc8 = m.add(kc, 8);
+    return {m.sel(r.ok0, m.packBf16(m.loadF32x2(ds, r.s0, kc)), zi),
+            m.sel(r.ok1, m.packBf16(m.loadF32x2(ds, r.s1, kc)), zi),
+            m.sel(r.ok0, m.packBf16(m.loadF32x2(ds, r.s0, kc8)), zi),
+            m.sel(r.ok1, m.packBf16(m.loadF32x2(ds, r.s1, kc8)), zi)};
+  };
+  // C += A . B for the two n8 tiles at columns n0 and n0 + 8, k step k.
+  auto step = [&](Value n0, Value k, ArrayRef<Value> a,
+                  ValueRange c) -> SmallVector<Value> {
+    Value bRow = m.add(
+        tileBase, m.mul(m.add(m.mul(ldRow, tileW), m.add(n0, ldCol)), 2));
+    Value addr = m.add(bRow, m.mul(k, tileW * 2));
+    Type i32 = m.b.getI32Type();
+    auto fragTy = LLVM::LLVMStructType::getLiteral(m.b.getContext(),
+                                                   {i32, i32, i32, i32});
+    Value frag = NVVM::LdMatrixOp::create(
+        m.b, m.loc, fragTy, m.ptr(addr, 3), 4, NVVM::MMALayout::col,
+        NVVM::LdStMatrixShapeAttr::get(m.b.getContext(), 8, 8),
+        NVVM::LdStMatrixEltType::B16);
+    SmallVector<Value> bq;
+    for (int64_t i = 0; i < 4; ++i)
+      bq.push_back(LLVM::ExtractValueOp::create(m.b, m.loc, frag, i));
+    SmallVector<Value> d0 = m.mma(a, {bq[0], bq[1]}, c.take_front(4));
+    SmallVector<Value> d1 = m.mma(a, {bq[2], bq[3]}, c.drop_front(4));
+    d0.append(d1);
+    return d0;
+  };
+  // Loads the C fragments of the pair at n0, runs `body`, stores them.
+  auto pair = [&](const Rows2 &r, Value n0,
+                  function_ref<SmallVector<Value>(ValueRange)> body) {
+    Value z = m.zeroF32();
+    SmallVector<Value> init, cols;
     for (int64_t t = 0; t < 2; ++t) {
       Value col = m.add(m.add(n0, t * 8), kq);
       cols.push_back(col);
-      Value x0 = m.loadF32x2(acc, s0, col), x1 = m.loadF32x2(acc, s1, col);
-      for (auto [ok, x] : {std::pair{ok0, x0}, std::pair{ok1, x1}})
+      Value x0 = m.loadF32x2(acc, r.s0, col), x1 = m.loadF32x2(acc, r.s1, col);
+      for (auto [ok, x] : {std::pair{r.ok0, x0}, std::pair{r.ok1, x1}})
         for (int64_t i = 0; i < 2; ++i)
           init.push_back(
               m.sel(ok, vector::ExtractOp::create(m.b, m.loc, x, i), z));
     }
-    Value bRow =
-        m.add(tileBase, m.mul(m.add(m.mul(ldRow, tileW), m.add(n0, ldCol)), 2));
-    SmallVector<Value> out = m.reduce(
-        block, 16, init, [&](Value k, ValueRange c) -> SmallVector<Value> {
-          Value kc = m.add(k, kq), kc8 = m.add(kc, 8);
-          Value a0 = m.sel(ok0, m.packBf16(m.loadF32x2(ds, s0, kc)), zi);
-          Value a1 = m.sel(ok1, m.packBf16(m.loadF32x2(ds, s1, kc)), zi);
-          Value a2 = m.sel(ok0, m.packBf16(m.loadF32x2(ds, s0, kc8)), zi);
-          Value a3 = m.sel(ok1, m.packBf16(m.loadF32x2(ds, s1, kc8)), zi);
-          Value addr = m.add(bRow, m.mul(k, tileW * 2));
-          Type i32 = m.b.getI32Type();
-          auto fragTy = LLVM::LLVMStructType::getLiteral(m.b.getContext(),
-                                                         {i32, i32, i32, i32});
-          Value frag = NVVM::LdMatrixOp::create(
-              m.b, m.loc, fragTy, m.ptr(addr, 3), 4, NVVM::MMALayout::col,
-              NVVM::LdStMatrixShapeAttr::get(m.b.getContext(), 8, 8),
-              NVVM::LdStMatrixEltType::B16);
-          SmallVector<Value> bq;
-          for (int64_t i = 0; i < 4; ++i)
-            bq.push_back(LLVM::ExtractValueOp::create(m.b, m.loc, frag, i));
-          SmallVector<Value> d0 =
-              m.mma({a0, a1, a2, a3}, {bq[0], bq[1]}, c.take_front(4));
-          SmallVector<Value> d1 =
-              m.mma({a0, a1, a2, a3}, {bq[2], bq[3]}, c.drop_front(4));
-          d0.append(d1);
-          return d0;
-        });
+    SmallVector<Value> out = body(init);
     for (int64_t t = 0; t < 2; ++t) {
-      m.storePairIf(ok0, acc, r0, cols[t], out[4 * t], out[4 * t + 1]);
-      m.storePairIf(ok1, acc, r1, cols[t], out[4 * t + 2], out[4 * t + 3]);
+      m.storePairIf(r.ok0, acc, r.r0, cols[t], out[4 * t], out[4 * t + 1]);
+      m.storePairIf(r.ok1, acc, r.r1, cols[t], out[4 * t + 2], out[4 * t + 3]);
     }
+  };
+
+  if (keepA) {
+    Rows2 r = rowsOfTile(m.rem(warp, mTiles));
+    SmallVector<SmallVector<Value>> a;
+    for (int64_t k = 0; k < block; k += 16)
+      a.push_back(aFrag(r, m.c(k)));
+    int64_t stride = warps / mTiles;
+    scf::ForOp::create(
+        m.b, m.loc, m.div(warp, mTiles), m.c(nPairs), m.c(stride),
+        ValueRange{}, [&](OpBuilder &nb, Location l, Value np, ValueRange) {
+          OpBuilder::InsertionGuard g(m.b);
+          m.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value n0 = m.mul(np, 16);
+          pair(r, n0, [&](ValueRange init) {
+            SmallVector<Value> c(init);
+            for (int64_t k = 0; k < block; k += 16)
+              c = step(n0, m.c(k), a[k / 16], c);
+            return c;
+          });
+          scf::YieldOp::create(m.b, l);
+        });
+    return;
+  }
+  m.warpLoop(warp, warps, mTiles * nPairs, [&](Value p) {
+    Rows2 r = rowsOfTile(m.div(p, nPairs));
+    Value n0 = m.mul(m.rem(p, nPairs), 16);
+    pair(r, n0, [&](ValueRange init) {
+      return m.reduce(block, 16, init,
+                      [&](Value k, ValueRange c) -> SmallVector<Value> {
+                        return step(n0, k, aFrag(r, k), c);
+                      });
+    });
   });
-  e.barrier();
 }
 
 /// The B operand of scatter_dkv is q (or do) with K = heads, but q is
@@ -445,7 +498,7 @@ void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
     Rows rows = rowsOf(memref);
     Value base = m.base(memref);
     Value first = m.add(m.mul(op.getToken(), rows.tokenStride),
-                        m.mul(m.mul(op.getGroup(), hg), rows.rowStride));
+                        m.mul(m.mul(op.getHeadBlock(), hg), rows.rowStride));
     for (int64_t kk : {0, 1, 8, 9}) {
       Value h = m.add(kq, kt * 16 + kk);
       Value ok = m.lt(h, hg);
@@ -528,7 +581,6 @@ void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
                         ValueRange{r[2], r[6], r[3], r[7]});
         scf::YieldOp::create(b, l);
       });
-  e.barrier();
 }
 
 } // namespace mlir::smla

@@ -3,7 +3,8 @@
 // Part of the smla project: a compiled sparse-MLA backward.
 //
 // Every tile op inside a gpu.func becomes code that all threads of the CTA
-// run, followed by a barrier. The guards stay explicit: the gather's
+// run; the barriers between them are placed beforehand from the ops'
+// shared-memory footprints (Barriers.cpp). The guards stay explicit: the gather's
 // cp.async reads from row select(mask, idx, 0) with a source size of
 // select(mask, 16, 0) bytes; the scatter's red.global.add.v4.f32 is
 // predicated by the mask; exp2 is fed by a clamp and consumed by a select.
@@ -60,10 +61,10 @@ Value mlir::smla::loadVecF32(OpBuilder &b, Location loc, Value memref,
   return arith::ExtFOp::create(b, loc, VectorType::get({n}, b.getF32Type()), v);
 }
 
-Value mlir::smla::headIndex(OpBuilder &b, Location loc, Value group, int64_t hg,
+Value mlir::smla::headIndex(OpBuilder &b, Location loc, Value block, int64_t hb,
                             Value h) {
   Value base = arith::MulIOp::create(
-      b, loc, group, arith::ConstantIndexOp::create(b, loc, hg));
+      b, loc, block, arith::ConstantIndexOp::create(b, loc, hb));
   return arith::AddIOp::create(b, loc, base, h);
 }
 
@@ -268,7 +269,7 @@ private:
 
   LogicalResult lowerOp(CtaEmitter &e, RowLiveOp op) {
     int64_t hg = op.getLive().getType().getNumElements();
-    Value lse = op.getLse(), t = op.getToken(), g = op.getGroup();
+    Value lse = op.getLse(), t = op.getToken(), g = op.getHeadBlock();
     LaneFn live = [=](OpBuilder &b, Location loc, Value h) -> Value {
       Value head = headIndex(b, loc, g, hg, h);
       Value v = memref::LoadOp::create(b, loc, lse, ValueRange{t, head});
@@ -323,7 +324,6 @@ private:
         ValueRange{});
     nvgpu::DeviceAsyncWaitOp::create(e.b, e.loc, group,
                                      e.b.getI32IntegerAttr(0));
-    e.barrier();
     return success();
   }
 
@@ -344,7 +344,7 @@ private:
       Value nb = arith::ConstantIndexOp::create(b, loc, block);
       Value h = arith::DivUIOp::create(b, loc, q, nb);
       Value j = arith::RemUIOp::create(b, loc, q, nb);
-      Value head = headIndex(b, loc, op.getGroup(), hg, h);
+      Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
       Value lse = memref::LoadOp::create(b, loc, op.getLse(),
                                          ValueRange{op.getToken(), head});
       if (natural)
@@ -370,7 +370,6 @@ private:
                   arith::AndIOp::create(b, loc, ok, over));
       }
     });
-    e.barrier();
     return success();
   }
 
@@ -400,7 +399,6 @@ private:
       ds = arith::SelectOp::create(b, loc, nonzero, ds, zero);
       memref::StoreOp::create(b, loc, ds, op.getDs(), ValueRange{h, j});
     });
-    e.barrier();
     return success();
   }
 
@@ -415,7 +413,7 @@ private:
     return emitReduce(
         b, loc, c0, n, c1, init, [&](OpBuilder &b, Value h, Value acc) {
           Value w = memref::LoadOp::create(b, loc, coef, ValueRange{h, j});
-          Value head = headIndex(b, loc, op.getGroup(), hg, h);
+          Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
           Value x = loadVecF32(b, loc, rows, {op.getToken(), head, c}, 4);
           Value wv = vector::BroadcastOp::create(b, loc, v4, w);
           return vector::FMAOp::create(b, loc, wv, x, acc);
@@ -463,7 +461,6 @@ private:
         four.push_back(vector::ExtractOp::create(b, loc, acc, i));
       emitMaskedRedV4(b, loc, op, valid, raw, c, four);
     });
-    e.barrier();
     return success();
   }
 
@@ -475,7 +472,7 @@ private:
     e.ctaLoop(hg, [&](OpBuilder &b, Value h) {
       Location loc = e.loc;
       auto v8 = VectorType::get({8}, b.getF32Type());
-      Value head = headIndex(b, loc, op.getGroup(), hg, h);
+      Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
       Value zeros = arith::ConstantOp::create(
           b, loc, DenseElementsAttr::get(v8, b.getF32FloatAttr(0)));
       Value sum = emitReduce(
@@ -493,7 +490,6 @@ private:
           vector::ReductionOp::create(b, loc, vector::CombiningKind::ADD, sum);
       memref::StoreOp::create(b, loc, total, op.getDelta(), ValueRange{h});
     });
-    e.barrier();
     return success();
   }
 
@@ -533,7 +529,6 @@ private:
       Value v = vector::BroadcastOp::create(b, e.loc, vt, value);
       vector::StoreOp::create(b, e.loc, v, out, idx);
     });
-    e.barrier();
     return success();
   }
 
@@ -561,12 +556,11 @@ private:
           b, e.loc, VectorType::get({4}, b.getF32Type()), op.getAcc(), idx);
       if (!elem.isF32())
         v = arith::TruncFOp::create(b, e.loc, VectorType::get({4}, elem), v);
-      Value head = headIndex(b, e.loc, op.getGroup(), hg, idx[0]);
+      Value head = headIndex(b, e.loc, op.getHeadBlock(), hg, idx[0]);
       vector::StoreOp::create(b, e.loc, v, op.getDq(),
                               ValueRange{op.getToken(), head, idx[1]});
     });
     (void)w;
-    e.barrier();
     return success();
   }
 
@@ -587,9 +581,13 @@ struct SMLALowerToNVVMPass
     if (auto top = getOperation()->getParentOfType<ModuleOp>())
       if (auto attr = top->getAttrOfType<BoolAttr>("smla.mma"))
         useMma = attr.getValue();
-    for (auto func : getOperation().getOps<gpu::GPUFuncOp>())
+    for (auto func : getOperation().getOps<gpu::GPUFuncOp>()) {
+      // Barriers go between the tile ops before they are lowered: their
+      // shared-memory footprints are only visible at this level.
+      insertTileBarriers(func);
       if (failed(FuncLowering(func, useMma).run()))
         return signalPassFailure();
+    }
   }
 };
 } // namespace

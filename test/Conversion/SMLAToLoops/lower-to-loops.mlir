@@ -151,7 +151,7 @@ func.func @dscores(%p: memref<2x16xf32>, %d: memref<2xf32>) {
 // CHECK:       memref.store %{{.*}}, %[[ACC]][%[[ROW]], %{{.*}}, %{{.*}}] : memref<?x1x48xf32>
 // CHECK-NOT: } else {
 func.func @scatter(%ds: memref<4x16xf32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %t: index, %i: vector<16xi32>, %m: vector<16xi1>, %acc: memref<?x1x48xf32>) {
-  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) mask(%m : vector<16xi1>) into %acc
+  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) mask(%m : vector<16xi1>) into %acc[%t]
       : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
 }

@@ -44,7 +44,6 @@ struct CtaEmitter {
   void ctaLoop(int64_t n, function_ref<void(OpBuilder &, Value)> body) {
     ctaLoop(index(n), body);
   }
-  void barrier() { gpu::BarrierOp::create(b, loc); }
 
   OpBuilder &b;
   Location loc;
@@ -65,8 +64,8 @@ Value emitReduce(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
 Value loadVecF32(OpBuilder &b, Location loc, Value memref, ValueRange indices,
                  int64_t n);
 
-/// Head index g * hg + h.
-Value headIndex(OpBuilder &b, Location loc, Value group, int64_t hg, Value h);
+/// Head index hb * Hb + h: head h of head block `block` of Hb heads.
+Value headIndex(OpBuilder &b, Location loc, Value block, int64_t hb, Value h);
 
 /// Emits `if (cond && counters != null) counters[slot] += 1` (atomic).
 void emitCount(OpBuilder &b, Location loc, Value counters, int64_t slot,

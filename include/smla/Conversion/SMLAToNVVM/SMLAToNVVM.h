@@ -35,6 +35,7 @@ namespace mlir::smla {
 #define GEN_PASS_DECL_SMLAALLOCATESMEM
 #define GEN_PASS_DECL_SMLAVERIFYSMEM
 #define GEN_PASS_DECL_SMLALOWERTONVVM
+#define GEN_PASS_DECL_SMLAINSERTBARRIERS
 #include "smla/Conversion/Passes.h.inc"
 
 /// Name of the `.extern .shared` buffer every kernel carves its tiles from.
@@ -49,8 +50,13 @@ constexpr llvm::StringLiteral kGridAttr = "smla.grid";
 /// compile-time placeholders: in a kernel with this parameter the lowering
 /// reads the scale from it instead (see runtimeScale).
 constexpr llvm::StringLiteral kScaleParam = "sm_scale";
+/// Set on a gpu.func once smla-insert-barriers has placed its barriers.
+constexpr llvm::StringLiteral kBarriersPlacedAttr = "smla.barriers_placed";
 /// Largest dynamic shared memory one CTA may use on sm_90 (227 KiB).
 constexpr int64_t kMaxDynamicSmem = 232448;
+/// Shared memory of one sm_90 SM, and the part the system keeps per CTA.
+constexpr int64_t kSmemPerSm = 233472;
+constexpr int64_t kSmemReservedPerCta = 1024;
 
 /// A half-open interval of positions in a linear walk of a gpu.func body.
 struct LiveRange {
@@ -71,6 +77,11 @@ LiveRange computeLiveRange(Value buffer,
 /// number one past its last nested op (stored under the same key in `ends`).
 void numberOps(Operation *root, llvm::DenseMap<Operation *, int64_t> &order,
                llvm::DenseMap<Operation *, int64_t> &ends);
+
+/// Places a `gpu.barrier` between two tile ops of `func` wherever they touch
+/// overlapping shared-memory bytes and one writes, unless the dependence
+/// stays within one thread (smla-insert-barriers); idempotent.
+void insertTileBarriers(gpu::GPUFuncOp func);
 
 /// The `sm_scale` argument of the kernel holding `op`, or null when the
 /// kernel has none (then the op's constant `scale` attribute is used).

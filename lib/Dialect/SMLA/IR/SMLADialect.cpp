@@ -36,7 +36,8 @@ static bool isOutputType(Type type) { return type.isBF16() || type.isF32(); }
 LogicalResult ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  int64_t d, int64_t dt, int64_t heads,
                                  int64_t groups, int64_t block, LseBase lseBase,
-                                 bool positions, Type dqType, Type dkvType) {
+                                 bool positions, Type dqType, Type dkvType,
+                                 int64_t headBlocks) {
   if (d < 16 || d % 16 != 0)
     return emitError() << "d must be a positive multiple of 16, got " << d;
   if (dt < 0 || dt % 16 != 0)
@@ -49,6 +50,10 @@ LogicalResult ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   if (heads % groups != 0)
     return emitError() << "heads (" << heads
                        << ") must be divisible by groups (" << groups << ")";
+  if (headBlocks < 1 || (heads / groups) % headBlocks != 0)
+    return emitError() << "headBlocks (" << headBlocks
+                       << ") must be >= 1 and divide the heads per group ("
+                       << heads / groups << ")";
   if (block < 16 || block > 256 || block % 16 != 0)
     return emitError() << "block must be a multiple of 16 in [16, 256], got "
                        << block;

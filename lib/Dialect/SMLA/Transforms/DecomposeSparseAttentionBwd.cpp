@@ -20,19 +20,20 @@ using namespace mlir;
 using namespace mlir::smla;
 
 namespace {
-/// Scratch tiles of one (token, group) step, allocated once per call.
+/// Scratch tiles of one (token, head block) step, allocated once per call;
+/// Hb = H / G / headBlocks heads.
 struct Scratch {
   Value keys;   // [B, W]  gathered K/V rows (bf16)
-  Value scores; // [Hg, B] q.k
-  Value probs;  // [Hg, B] P
-  Value dp;     // [Hg, B] do.v
-  Value ds;     // [Hg, B] dS
-  Value dqAcc;  // [Hg, W] dQ accumulator
-  Value delta;  // [Hg]    rowsum(o*do)
+  Value scores; // [Hb, B] q.k
+  Value probs;  // [Hb, B] P
+  Value dp;     // [Hb, B] do.v
+  Value ds;     // [Hb, B] dS
+  Value dqAcc;  // [Hb, W] dQ accumulator
+  Value delta;  // [Hb]    rowsum(o*do)
 };
 
 Scratch allocateScratch(OpBuilder &b, Location loc, ConfigAttr cfg) {
-  int64_t hg = cfg.getHeadsPerGroup(), blk = cfg.getBlock();
+  int64_t hg = cfg.getHeadsPerBlock(), blk = cfg.getBlock();
   int64_t w = cfg.getQkWidth();
   Type f32 = b.getF32Type();
   auto scratch = [&](ArrayRef<int64_t> shape, Type elem) -> Value {
@@ -50,25 +51,58 @@ Scratch allocateScratch(OpBuilder &b, Location loc, ConfigAttr cfg) {
   return s;
 }
 
-/// The body for one top-k block: gather, products, softmax, dS, dQ, dKV.
-void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
-               const Scratch &s, Value token, Value group, Value offset,
-               Value limit) {
+/// With heads split into several blocks per group, every block loads the
+/// group's indices but only the first may count its invalid slots: a mask
+/// used for nothing but counting, whose lane count is 0 in the other blocks.
+void emitSplitSlotCount(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
+                        Value idx, Value headBlock, Value offset,
+                        Value limit) {
   ConfigAttr cfg = op.getConfig();
+  auto index = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value bound = memref::DimOp::create(b, loc, op.getKv(), index(0));
+  Value topk = memref::DimOp::create(b, loc, op.getIndices(), index(2));
+  Value lanes = arith::MinSIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, topk, offset),
+      index(cfg.getBlock()));
+  Value first = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      arith::RemUIOp::create(b, loc, headBlock, index(cfg.getHeadBlocks())),
+      index(0));
+  lanes = arith::SelectOp::create(b, loc, first, lanes, index(0));
+  auto maskType = VectorType::get({cfg.getBlock()}, b.getI1Type());
+  IndexMaskOp::create(b, loc, maskType, idx, bound, lanes, limit,
+                      op.getCounters());
+}
+
+/// The body for one top-k block: gather, products, softmax, dS, dQ, dKV.
+/// `group` is the kv group, `headBlock` the block of Hb heads it serves.
+void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
+               const Scratch &s, Value token, Value group, Value headBlock,
+               Value offset, Value limit) {
+  ConfigAttr cfg = op.getConfig();
+  bool split = cfg.getHeadBlocks() > 1;
   auto idxType = VectorType::get({cfg.getBlock()}, b.getI32Type());
   Value idx = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
-                                  group, offset, limit, op.getCounters());
+                                  group, offset, limit,
+                                  split ? Value() : op.getCounters());
+  if (split && op.getCounters())
+    emitSplitSlotCount(b, loc, op, idx, headBlock, offset, limit);
   GatherOp::create(b, loc, op.getKv(), group, idx, /*mask=*/Value(), s.keys);
-  TileDotOp::create(b, loc, op.getQ(), token, group, s.keys, s.scores);
+  // Both block products first: they only read the gathered tile, so the
+  // GPU runs them without a barrier between them.
+  TileDotOp::create(b, loc, op.getQ(), token, headBlock, s.keys, s.scores);
+  TileDotOp::create(b, loc, op.getDout(), token, headBlock, s.keys, s.dp);
   auto base = LseBaseAttr::get(b.getContext(), cfg.getLseBase());
-  SoftmaxOp::create(b, loc, s.scores, op.getLse(), token, group,
+  SoftmaxOp::create(b, loc, s.scores, op.getLse(), token, headBlock,
                     /*mask=*/Value(), /*live=*/Value(), op.getCounters(),
                     s.probs, op.getSmScaleAttr(), base, /*clamp=*/nullptr);
-  TileDotOp::create(b, loc, op.getDout(), token, group, s.keys, s.dp);
   DScoresOp::create(b, loc, s.probs, s.dp, s.delta, s.ds, op.getSmScaleAttr());
   DqAccumulateOp::create(b, loc, s.ds, s.keys, s.dqAcc);
   ScatterDkvOp::create(b, loc, s.ds, s.probs, op.getQ(), op.getDout(), token,
-                       group, idx, /*mask=*/Value(), op.getDkvAccum());
+                       headBlock, idx, /*mask=*/Value(), op.getDkvAccum(),
+                       group);
 }
 
 void decompose(SparseAttentionBwdOp op) {
@@ -79,7 +113,8 @@ void decompose(SparseAttentionBwdOp op) {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
   Value c0 = index(0), c1 = index(1);
-  Value groups = index(cfg.getGroups()), block = index(cfg.getBlock());
+  Value headBlocks = index(cfg.getGroups() * cfg.getHeadBlocks());
+  Value block = index(cfg.getBlock());
   Value tokens = memref::DimOp::create(b, loc, op.getQ(), 0);
   Value topk = memref::DimOp::create(b, loc, op.getIndices(), 2);
   Value numBlocks = arith::CeilDivUIOp::create(b, loc, topk, block);
@@ -94,20 +129,27 @@ void decompose(SparseAttentionBwdOp op) {
         Value limit;
         if (op.getPositions())
           limit = memref::LoadOp::create(b, loc, op.getPositions(), t);
+        // One step per head block; without a split, head block = group.
         scf::ForOp::create(
-            b, loc, c0, groups, c1, ValueRange{},
-            [&](OpBuilder &b, Location loc, Value g, ValueRange) {
-              DeltaOp::create(b, loc, op.getO(), op.getDout(), t, g, s.delta);
+            b, loc, c0, headBlocks, c1, ValueRange{},
+            [&](OpBuilder &b, Location loc, Value hb, ValueRange) {
+              Value g = hb;
+              if (cfg.getHeadBlocks() > 1)
+                g = arith::DivUIOp::create(
+                    b, loc, hb,
+                    arith::ConstantIndexOp::create(b, loc,
+                                                   cfg.getHeadBlocks()));
+              DeltaOp::create(b, loc, op.getO(), op.getDout(), t, hb, s.delta);
               linalg::FillOp::create(b, loc, ValueRange{zero},
                                      ValueRange{s.dqAcc});
               scf::ForOp::create(
                   b, loc, c0, numBlocks, c1, ValueRange{},
                   [&](OpBuilder &b, Location loc, Value blk, ValueRange) {
                     Value offset = arith::MulIOp::create(b, loc, blk, block);
-                    emitBlock(b, loc, op, s, t, g, offset, limit);
+                    emitBlock(b, loc, op, s, t, g, hb, offset, limit);
                     scf::YieldOp::create(b, loc);
                   });
-              StoreDqOp::create(b, loc, s.dqAcc, op.getDq(), t, g);
+              StoreDqOp::create(b, loc, s.dqAcc, op.getDq(), t, hb);
               scf::YieldOp::create(b, loc);
             });
         scf::YieldOp::create(b, loc);

@@ -115,7 +115,7 @@ std::string mlir::smla::explainLiveMismatch(Value live, SoftmaxOp softmax) {
     return "live rows are not produced by smla.row_live";
   if (rowLive.getLse() != softmax.getLse() ||
       rowLive.getToken() != softmax.getToken() ||
-      rowLive.getGroup() != softmax.getGroup())
+      rowLive.getHeadBlock() != softmax.getHeadBlock())
     return "live rows were computed for a different lse row";
   return "";
 }

@@ -25,11 +25,11 @@ std::pair<Block *, Block::iterator> availableFrom(Value v) {
   return {def->getBlock(), std::next(Block::iterator(def))};
 }
 
-/// The earliest point where both token and group are defined: the row guard
+/// The earliest point where both token and head block are defined: the row guard
 /// is computed there once per row instead of once per top-k block.
 OpBuilder rowGuardInsertionPoint(SoftmaxOp op) {
   auto [tokenBlock, tokenIt] = availableFrom(op.getToken());
-  auto [groupBlock, groupIt] = availableFrom(op.getGroup());
+  auto [groupBlock, groupIt] = availableFrom(op.getHeadBlock());
   OpBuilder b(op->getContext());
   bool groupInner =
       tokenBlock != groupBlock &&
@@ -51,13 +51,13 @@ OpBuilder rowGuardInsertionPoint(SoftmaxOp op) {
 Value getOrBuildLive(SoftmaxOp op) {
   for (Operation *user : op.getLse().getUsers())
     if (auto live = dyn_cast<RowLiveOp>(user))
-      if (live.getToken() == op.getToken() && live.getGroup() == op.getGroup())
+      if (live.getToken() == op.getToken() && live.getHeadBlock() == op.getHeadBlock())
         return live.getLive();
   OpBuilder b = rowGuardInsertionPoint(op);
   int64_t hg = op.getScores().getType().getDimSize(0);
   auto type = VectorType::get({hg}, b.getI1Type());
   return RowLiveOp::create(b, op.getLoc(), type, op.getLse(), op.getToken(),
-                           op.getGroup(), op.getCounters())
+                           op.getHeadBlock(), op.getCounters())
       .getLive();
 }
 

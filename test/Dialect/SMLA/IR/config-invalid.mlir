@@ -58,5 +58,10 @@ func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16
 
 // -----
 
-// expected-error @+1 {{expected ','}}
+// expected-error @+1 {{struct is missing required parameter: dkvType}}
 func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16>}
+
+// -----
+
+// expected-error @+1 {{headBlocks (3) must be >= 1 and divide the heads per group (8)}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 2, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 3>}

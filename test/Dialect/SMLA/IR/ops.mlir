@@ -102,9 +102,9 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
   // CHECK: smla.dq_accumulate %{{.*}}, %{{.*}} into %{{.*}} : memref<2x16xf32>, memref<16x48xbf16>, memref<2x48xf32>
   smla.dq_accumulate %ds, %keys into %dqa
       : memref<2x16xf32>, memref<16x48xbf16>, memref<2x48xf32>
-  // CHECK: smla.scatter_dkv %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] rows(%[[IDX]]) mask(%[[M]] : vector<16xi1>) into %{{.*}} : memref<2x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x2x48xf32>
+  // CHECK: smla.scatter_dkv %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] rows(%[[IDX]]) mask(%[[M]] : vector<16xi1>) into %{{.*}}[%{{.*}}] : memref<2x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x2x48xf32>
   smla.scatter_dkv %ds, %p, %q, %do[%t, %g] rows(%i) mask(%m : vector<16xi1>)
-      into %acc : memref<2x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>,
+      into %acc[%g] : memref<2x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>,
       vector<16xi32>, memref<?x2x48xf32>
   // CHECK: smla.store_dq %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}] : memref<2x48xf32>, memref<?x4x48xbf16>
   smla.store_dq %dqa into %dq[%t, %g] : memref<2x48xf32>, memref<?x4x48xbf16>

@@ -172,7 +172,7 @@ func.func @dq_width(%ds: memref<4x16xf32>, %tile: memref<16x48xbf16>, %acc: memr
 
 func.func @scatter_width(%ds: memref<4x16xf32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %t: index, %i: vector<16xi32>, %dkv: memref<?x1x64xf32>) {
   // expected-error @+1 {{dkv width (64) must equal the q width (48)}}
-  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) into %dkv : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x64xf32>
+  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) into %dkv[%t] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x64xf32>
   return
 }
 
@@ -180,7 +180,7 @@ func.func @scatter_width(%ds: memref<4x16xf32>, %q: memref<?x4x48xbf16>, %do: me
 
 func.func @scatter_lanes(%ds: memref<4x8xf32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %t: index, %i: vector<16xi32>, %dkv: memref<?x1x48xf32>) {
   // expected-error @+1 {{length of 'ds columns' (8) must equal the number of indices (16)}}
-  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) into %dkv : memref<4x8xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
+  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) into %dkv[%t] : memref<4x8xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
 }
 
@@ -188,7 +188,7 @@ func.func @scatter_lanes(%ds: memref<4x8xf32>, %q: memref<?x4x48xbf16>, %do: mem
 
 func.func @scatter_mask(%ds: memref<4x16xf32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %t: index, %i: vector<16xi32>, %m: vector<4xi1>, %dkv: memref<?x1x48xf32>) {
   // expected-error @+1 {{length of 'mask' (4) must equal the number of indices (16)}}
-  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) mask(%m : vector<4xi1>) into %dkv : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
+  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) mask(%m : vector<4xi1>) into %dkv[%t] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
 }
 
@@ -196,7 +196,7 @@ func.func @scatter_mask(%ds: memref<4x16xf32>, %q: memref<?x4x48xbf16>, %do: mem
 
 func.func @scatter_dout(%ds: memref<4x16xf32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x64xbf16>, %t: index, %i: vector<16xi32>, %dkv: memref<?x1x48xf32>) {
   // expected-error @+1 {{dout must be [T, H, D] with D <= the q width}}
-  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) into %dkv : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x64xbf16>, vector<16xi32>, memref<?x1x48xf32>
+  smla.scatter_dkv %ds, %ds, %q, %do[%t, %t] rows(%i) into %dkv[%t] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x64xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
 }
 

@@ -28,12 +28,13 @@
 // CHECK:       %[[K0:.*]] = arith.muli %[[B]], %[[C16]] : index
 // CHECK:       %[[I:.*]] = smla.index_load %[[IDX]][%[[TI]], %[[GI]], %[[K0]]] limit %[[LIM]] counters(%[[CNT]] : memref<3xi64>) : memref<?x2x?xi32> -> vector<16xi32>
 // CHECK:       smla.gather %[[KV]][%[[GI]]] rows(%[[I]]) into %[[KEYS]]
+// Both block products read only the gathered tile, so they come first.
 // CHECK:       smla.tile_dot %[[Q]][%[[TI]], %[[GI]]], %[[KEYS]] into %[[S]]
-// CHECK:       smla.softmax %[[S]], %[[LSE]][%[[TI]], %[[GI]]] counters(%[[CNT]] : memref<3xi64>) into %[[P]] {base = #smla<lse_base base2>, scale = 1.250000e-01 : f32}
 // CHECK:       smla.tile_dot %[[DO]][%[[TI]], %[[GI]]], %[[KEYS]] into %[[DP]]
+// CHECK:       smla.softmax %[[S]], %[[LSE]][%[[TI]], %[[GI]]] counters(%[[CNT]] : memref<3xi64>) into %[[P]] {base = #smla<lse_base base2>, scale = 1.250000e-01 : f32}
 // CHECK:       smla.dscores %[[P]], %[[DP]], %[[DELTA]] into %[[DS]] {scale = 1.250000e-01 : f32}
 // CHECK:       smla.dq_accumulate %[[DS]], %[[KEYS]] into %[[DQA]]
-// CHECK:       smla.scatter_dkv %[[DS]], %[[P]], %[[Q]], %[[DO]][%[[TI]], %[[GI]]] rows(%[[I]]) into %[[ACC]]
+// CHECK:       smla.scatter_dkv %[[DS]], %[[P]], %[[Q]], %[[DO]][%[[TI]], %[[GI]]] rows(%[[I]]) into %[[ACC]][%[[GI]]]
 // CHECK:     }
 // CHECK:     smla.store_dq %[[DQA]] into %[[DQ]][%[[TI]], %[[GI]]]
 // CHECK: smla.cast_dkv %[[ACC]] into %[[DKV]]
@@ -79,5 +80,48 @@ func.func @plain(%q: memref<?x20x64xbf16>, %kv: memref<?x1x64xbf16>,
       {config = #smla.config<d = 64, dt = 0, heads = 20, groups = 1,
           block = 32, lseBase = natural, positions = false, dqType = bf16,
           dkvType = f32>, sm_scale = 0.125 : f32}
+  return
+}
+
+// Split heads: 2 groups of 4 heads, 2 head blocks of 2 heads per group. The
+// step loop runs over the 4 head blocks; kv and the indices are read for the
+// group hb / 2, the per-head ops for the head block. Every block loads the
+// group's indices, but only the first block of a group counts invalid slots
+// (a counting mask whose lane count is 0 in the other blocks).
+// CHECK-LABEL: func.func @split
+// CHECK-SAME: %[[KV:[^:]*]]: memref<?x2x48xbf16>
+// CHECK-SAME: %[[ACC:[^:]*]]: memref<?x2x48xf32>, %[[CNT:[^:]*]]: memref<3xi64>
+// CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
+// CHECK: memref.alloca() : memref<16x48xbf16>
+// CHECK: %[[S:.*]] = memref.alloca() : memref<2x16xf32>
+// CHECK: memref.alloca() : memref<2x48xf32>
+// CHECK: memref.alloca() : memref<2xf32>
+// CHECK: scf.for %[[TI:.*]] = %{{.*}} to %{{.*}}
+// CHECK:   scf.for %[[HB:.*]] = %{{.*}} to %[[C4]]
+// CHECK:     %[[G:.*]] = arith.divui %[[HB]], %{{.*}} : index
+// CHECK:     smla.delta %{{.*}}[%[[TI]], %[[HB]]]
+// CHECK:     scf.for
+// CHECK:       %[[I:.*]] = smla.index_load %{{.*}}[%[[TI]], %[[G]], %{{.*}}] : memref<?x2x?xi32> -> vector<16xi32>
+// CHECK:       %[[R:.*]] = arith.remui %[[HB]], %{{.*}} : index
+// CHECK:       %[[FIRST:.*]] = arith.cmpi eq, %[[R]], %{{.*}} : index
+// CHECK:       %[[N:.*]] = arith.select %[[FIRST]], %{{.*}}, %{{.*}} : index
+// CHECK:       smla.index_mask %[[I]] below %{{.*}} lanes %[[N]] counters(%[[CNT]] : memref<3xi64>)
+// CHECK:       smla.gather %[[KV]][%[[G]]] rows(%[[I]]) into
+// CHECK:       smla.tile_dot %{{.*}}[%[[TI]], %[[HB]]], %{{.*}} into %[[S]]
+// CHECK:       smla.softmax %[[S]], %{{.*}}[%[[TI]], %[[HB]]]
+// CHECK:       smla.scatter_dkv %{{.*}}[%[[TI]], %[[HB]]] rows(%[[I]]) into %[[ACC]][%[[G]]]
+// CHECK:     smla.store_dq %{{.*}} into %{{.*}}[%[[TI]], %[[HB]]]
+func.func @split(%q: memref<?x8x48xbf16>, %kv: memref<?x2x48xbf16>,
+                 %o: memref<?x8x32xbf16>, %idx: memref<?x2x?xi32>,
+                 %lse: memref<?x8xf32>, %dq: memref<?x8x48xf32>,
+                 %acc: memref<?x2x48xf32>, %cnt: memref<3xi64>) {
+  smla.sparse_attention_bwd q(%q : memref<?x8x48xbf16>)
+      kv(%kv : memref<?x2x48xbf16>) o(%o : memref<?x8x32xbf16>)
+      dout(%o : memref<?x8x32xbf16>) indices(%idx : memref<?x2x?xi32>)
+      lse(%lse : memref<?x8xf32>) dq(%dq : memref<?x8x48xf32>)
+      dkv_accum(%acc : memref<?x2x48xf32>) counters(%cnt : memref<3xi64>)
+      {config = #smla.config<d = 32, dt = 16, heads = 8, groups = 2,
+          block = 16, lseBase = base2, positions = false, dqType = f32,
+          dkvType = f32, headBlocks = 2>, sm_scale = 0.125 : f32}
   return
 }

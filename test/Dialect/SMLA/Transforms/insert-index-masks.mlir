@@ -33,7 +33,7 @@ func.func @block(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>,
       : memref<?x1x?xi32> -> vector<16xi32>
   smla.gather %kv[%g] rows(%i) into %keys
       : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
-  smla.scatter_dkv %ds, %ds, %q, %do[%t, %g] rows(%i) into %acc
+  smla.scatter_dkv %ds, %ds, %q, %do[%t, %g] rows(%i) into %acc[%g]
       : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>,
         vector<16xi32>, memref<?x1x48xf32>
   return

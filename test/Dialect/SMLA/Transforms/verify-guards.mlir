@@ -136,7 +136,7 @@ func.func @scatter_kv_bound(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, 
   %m = smla.index_mask %i below %S lanes %n : vector<16xi32> -> vector<16xi1>
   %ds = memref.alloca() : memref<4x16xf32>
 // expected-error @+1 {{'smla.scatter_dkv' op is an unguarded scatter: mask bound is not dim 0 of the tensor this op accesses}}
-  smla.scatter_dkv %ds, %ds, %q, %q[%t, %g] rows(%i) mask(%m : vector<16xi1>) into %acc : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x48xbf16>, vector<16xi32>, memref<?x1x48xf32>
+  smla.scatter_dkv %ds, %ds, %q, %q[%t, %g] rows(%i) mask(%m : vector<16xi1>) into %acc[%g] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x48xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
 }
 
@@ -282,7 +282,7 @@ func.func @other_token(%acc: memref<?x1x48xf32>, %idxs: memref<?x1x?xi32>, %q: m
   %n = arith.minsi %left, %c16 : index
   %m = smla.index_mask %i below %S lanes %n : vector<16xi32> -> vector<16xi1>
   // expected-error @+1 {{is an unguarded scatter: indices were loaded for a different token or group}}
-  smla.scatter_dkv %ds, %ds, %q, %q[%u, %g] rows(%i) mask(%m : vector<16xi1>) into %acc : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x48xbf16>, vector<16xi32>, memref<?x1x48xf32>
+  smla.scatter_dkv %ds, %ds, %q, %q[%u, %g] rows(%i) mask(%m : vector<16xi1>) into %acc[%g] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x48xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
 }
 

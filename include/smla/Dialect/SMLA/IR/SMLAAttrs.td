@@ -42,6 +42,12 @@ def SMLA_ConfigAttr : AttrDef<SMLA_Dialect, "Config"> {
       `indices[t, g, j] <= q_positions[t]`.
     * `dqType`, `dkvType`: output element types, bf16 or f32 (dKV is always
       accumulated in f32).
+    * `headBlocks` (optional, default 1): the heads of one group are split
+      into this many blocks of Hb = H / G / headBlocks heads, each processed
+      as its own step (its own CTA on the GPU, so that the per-step tiles of
+      a large H fit in shared memory). Must divide H / G. Every head block
+      re-gathers its group's keys and adds its own share to dKV; only the
+      first block of a group counts invalid slots.
 
     Example:
     ```mlir
@@ -54,12 +60,17 @@ def SMLA_ConfigAttr : AttrDef<SMLA_Dialect, "Config"> {
                         "int64_t":$groups, "int64_t":$block,
                         EnumParameter<SMLA_LseBase>:$lseBase,
                         "bool":$positions, "::mlir::Type":$dqType,
-                        "::mlir::Type":$dkvType);
+                        "::mlir::Type":$dkvType,
+                        DefaultValuedParameter<"int64_t", "1">:$headBlocks);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
     /// Heads that read one kv group (H / G).
     int64_t getHeadsPerGroup() const { return getHeads() / getGroups(); }
+    /// Heads processed in one step (H / G / headBlocks).
+    int64_t getHeadsPerBlock() const {
+      return getHeadsPerGroup() / getHeadBlocks();
+    }
     /// Width of q and k rows (D + Dt).
     int64_t getQkWidth() const { return getD() + getDt(); }
   }];

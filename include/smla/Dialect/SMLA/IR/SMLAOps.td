@@ -94,15 +94,18 @@ def SMLA_SparseAttentionBwdOp
 }
 
 //===----------------------------------------------------------------------===//
-// Tile-level ops. Each works on one query token `t` and one kv group `g`;
-// Hg = H / G heads of that group, B = block slots, W = D + Dt.
+// Tile-level ops. Each works on one query token `t`. Ops that read kv or
+// the indices take the kv group `g`; ops that read per-head rows take a head
+// block `hb`: heads hb*Hb .. hb*Hb + Hb - 1, where Hb is the op's row count
+// (H / G, or H / G / headBlocks when the config splits heads; then
+// hb = g*headBlocks + s). B = block slots, W = D + Dt.
 //===----------------------------------------------------------------------===//
 
 def SMLA_DeltaOp : SMLA_Op<"delta"> {
-  let summary = "Delta = rowsum(o * do) for the heads of one group";
+  let summary = "Delta = rowsum(o * do) for the heads of one head block";
   let description = [{
-    `delta[h] = sum_c o[t, g*Hg + h, c] * dout[t, g*Hg + h, c]` in f32, for
-    h < Hg where Hg is the length of `delta`.
+    `delta[h] = sum_c o[t, hb*Hb + h, c] * dout[t, hb*Hb + h, c]` in f32,
+    for h < Hb where Hb is the length of `delta`.
 
     ```mlir
     smla.delta %o, %do[%t, %g] into %delta
@@ -110,9 +113,9 @@ def SMLA_DeltaOp : SMLA_Op<"delta"> {
     ```
   }];
   let arguments = (ins SMLA_Bf16Rank3:$o, SMLA_Bf16Rank3:$dout, Index:$token,
-      Index:$group, MemRefRankOf<[F32], [1]>:$delta);
+      Index:$head_block, MemRefRankOf<[F32], [1]>:$delta);
   let assemblyFormat = [{
-    $o `,` $dout `[` $token `,` $group `]` `into` $delta attr-dict `:`
+    $o `,` $dout `[` $token `,` $head_block `]` `into` $delta attr-dict `:`
     type($o) `,` type($dout) `,` type($delta)
   }];
   let hasVerifier = 1;
@@ -172,7 +175,7 @@ def SMLA_IndexMaskOp : SMLA_Op<"index_mask", [AttrSizedOperandSegments]> {
 def SMLA_RowLiveOp : SMLA_Op<"row_live"> {
   let summary = "Dead-row detection: which heads have a finite lse";
   let description = [{
-    `live[h] = isfinite(lse[t, g*Hg + h])` for h < Hg (the result length).
+    `live[h] = isfinite(lse[t, hb*Hb + h])` for h < Hb (the result length).
     +inf, -inf and NaN are all dead. With `counters`, `counters[1]` grows by
     the number of dead rows.
 
@@ -181,10 +184,10 @@ def SMLA_RowLiveOp : SMLA_Op<"row_live"> {
     ```
   }];
   let arguments = (ins MemRefRankOf<[F32], [2]>:$lse, Index:$token,
-      Index:$group, Optional<SMLA_Counters>:$counters);
+      Index:$head_block, Optional<SMLA_Counters>:$counters);
   let results = (outs SMLA_MaskVector:$live);
   let assemblyFormat = [{
-    $lse `[` $token `,` $group `]`
+    $lse `[` $token `,` $head_block `]`
     (`counters` `(` $counters^ `:` type($counters) `)`)?
     attr-dict `:` type($lse) `->` type($live)
   }];
@@ -219,7 +222,7 @@ def SMLA_GatherOp : SMLA_Op<"gather"> {
 def SMLA_TileDotOp : SMLA_Op<"tile_dot"> {
   let summary = "Scores (q.k) or dP (do.v) of one block";
   let description = [{
-    `result[h, j] = sum_{c < W} lhs[t, g*Hg + h, c] * tile[j, c]` in f32,
+    `result[h, j] = sum_{c < W} lhs[t, hb*Hb + h, c] * tile[j, c]` in f32,
     where W is the width of `lhs`: the full q width for scores, D for dP.
 
     ```mlir
@@ -227,10 +230,10 @@ def SMLA_TileDotOp : SMLA_Op<"tile_dot"> {
         : memref<?x16x576xbf16>, memref<64x576xbf16>, memref<16x64xf32>
     ```
   }];
-  let arguments = (ins SMLA_Bf16Rank3:$lhs, Index:$token, Index:$group,
+  let arguments = (ins SMLA_Bf16Rank3:$lhs, Index:$token, Index:$head_block,
       SMLA_KeyTile:$tile, SMLA_F32Tile:$result);
   let assemblyFormat = [{
-    $lhs `[` $token `,` $group `]` `,` $tile `into` $result attr-dict `:`
+    $lhs `[` $token `,` $head_block `]` `,` $tile `into` $result attr-dict `:`
     type($lhs) `,` type($tile) `,` type($result)
   }];
   let hasVerifier = 1;
@@ -257,12 +260,12 @@ def SMLA_SoftmaxOp : SMLA_Op<"softmax", [AttrSizedOperandSegments]> {
     ```
   }];
   let arguments = (ins SMLA_F32Tile:$scores, MemRefRankOf<[F32], [2]>:$lse,
-      Index:$token, Index:$group, Optional<SMLA_MaskVector>:$mask,
+      Index:$token, Index:$head_block, Optional<SMLA_MaskVector>:$mask,
       Optional<SMLA_MaskVector>:$live, Optional<SMLA_Counters>:$counters,
       SMLA_F32Tile:$probs, F32Attr:$scale, SMLA_LseBaseAttr:$base,
       OptionalAttr<F32Attr>:$clamp);
   let assemblyFormat = [{
-    $scores `,` $lse `[` $token `,` $group `]`
+    $scores `,` $lse `[` $token `,` $head_block `]`
     (`mask` `(` $mask^ `:` type($mask) `)`)?
     (`live` `(` $live^ `:` type($live) `)`)?
     (`counters` `(` $counters^ `:` type($counters) `)`)?
@@ -322,35 +325,37 @@ def SMLA_ScatterDkvOp
   let summary = "Masked scatter-accumulate of one block into fp32 dKV";
   let description = [{
     For every lane j with `mask[j]`, and c < W:
-    `dkv[idx[j], g, c] += sum_h ds[h, j] * q[t, g*Hg + h, c]
-                         + (c < D ? sum_h p[h, j] * dout[t, g*Hg + h, c] : 0)`.
-    A masked lane writes nothing. Without `mask` the op is unguarded and
-    `smla-verify-guards` rejects it.
+    `dkv[idx[j], g, c] += sum_h ds[h, j] * q[t, hb*Hb + h, c]
+                         + (c < D ? sum_h p[h, j] * dout[t, hb*Hb + h, c] : 0)`
+    with h < Hb (the rows of `ds`); the heads of block hb must belong to kv
+    group g. A masked lane writes nothing. Without `mask` the op is
+    unguarded and `smla-verify-guards` rejects it.
 
     ```mlir
-    smla.scatter_dkv %ds, %p, %q, %do[%t, %g] rows(%idx)
-        mask(%m : vector<64xi1>) into %dkv
+    smla.scatter_dkv %ds, %p, %q, %do[%t, %hb] rows(%idx)
+        mask(%m : vector<64xi1>) into %dkv[%g]
         : memref<16x64xf32>, memref<?x16x576xbf16>, memref<?x16x512xbf16>,
           vector<64xi32>, memref<?x1x576xf32>
     ```
   }];
   let arguments = (ins SMLA_F32Tile:$ds, SMLA_F32Tile:$probs,
-      SMLA_Bf16Rank3:$q, SMLA_Bf16Rank3:$dout, Index:$token, Index:$group,
-      SMLA_IndexVector:$indices, Optional<SMLA_MaskVector>:$mask,
-      MemRefRankOf<[F32], [3]>:$dkv);
+      SMLA_Bf16Rank3:$q, SMLA_Bf16Rank3:$dout, Index:$token,
+      Index:$head_block, SMLA_IndexVector:$indices,
+      Optional<SMLA_MaskVector>:$mask, MemRefRankOf<[F32], [3]>:$dkv,
+      Index:$group);
   let assemblyFormat = [{
-    $ds `,` $probs `,` $q `,` $dout `[` $token `,` $group `]`
+    $ds `,` $probs `,` $q `,` $dout `[` $token `,` $head_block `]`
     `rows` `(` $indices `)` (`mask` `(` $mask^ `:` type($mask) `)`)?
-    `into` $dkv attr-dict `:` type($ds) `,` type($q) `,` type($dout) `,`
+    `into` $dkv `[` $group `]` attr-dict `:` type($ds) `,` type($q) `,` type($dout) `,`
     type($indices) `,` type($dkv)
   }];
   let hasVerifier = 1;
 }
 
 def SMLA_StoreDqOp : SMLA_Op<"store_dq"> {
-  let summary = "Write the dQ rows of one token and group";
+  let summary = "Write the dQ rows of one token and head block";
   let description = [{
-    `dq[t, g*Hg + h, c] = convert(acc[h, c])` (f32, or bf16 rounded to
+    `dq[t, hb*Hb + h, c] = convert(acc[h, c])` (f32, or bf16 rounded to
     nearest even).
 
     ```mlir
@@ -359,9 +364,9 @@ def SMLA_StoreDqOp : SMLA_Op<"store_dq"> {
     ```
   }];
   let arguments = (ins SMLA_F32Tile:$acc, MemRefRankOf<[BF16, F32], [3]>:$dq,
-      Index:$token, Index:$group);
+      Index:$token, Index:$head_block);
   let assemblyFormat = [{
-    $acc `into` $dq `[` $token `,` $group `]` attr-dict `:` type($acc) `,`
+    $acc `into` $dq `[` $token `,` $head_block `]` attr-dict `:` type($acc) `,`
     type($dq)
   }];
   let hasVerifier = 1;
