@@ -37,6 +37,15 @@ using namespace mlir::smla;
 namespace {
 constexpr int64_t kMmaLanes = 32;
 
+/// The two rows of an m16 tile that lane group `gr` (lane / 4) holds in
+/// the A and C fragments: r0 = 16 mt + gr and r1 = r0 + 8. Rows >= the
+/// tile's real row count are padding: ok0/ok1 are false, and s0/s1 (the
+/// rows actually addressed) fall back to row 0, so no address past the
+/// real rows is formed.
+struct FragRows {
+  Value r0, r1, ok0, ok1, s0, s1;
+};
+
 struct Mma {
   OpBuilder &b;
   Location loc;
@@ -50,6 +59,8 @@ struct Mma {
   Value div(Value x, int64_t y) {
     return arith::DivUIOp::create(b, loc, x, c(y));
   }
+  /// The fragment rows of m tile `mt` for lane group `gr`, `rows` real.
+  FragRows fragRows(Value mt, Value gr, int64_t rows);
   Value rem(Value x, int64_t y) {
     return arith::RemUIOp::create(b, loc, x, c(y));
   }
@@ -163,6 +174,17 @@ struct Mma {
   }
 };
 
+FragRows Mma::fragRows(Value mt, Value gr, int64_t rows) {
+  FragRows r;
+  r.r0 = add(mul(mt, 16), gr);
+  r.r1 = add(r.r0, 8);
+  r.ok0 = lt(r.r0, rows);
+  r.ok1 = lt(r.r1, rows);
+  r.s0 = sel(r.ok0, r.r0, c(0));
+  r.s1 = sel(r.ok1, r.r1, c(0));
+  return r;
+}
+
 int64_t staticDim(Value v, int64_t i) {
   return cast<MemRefType>(v.getType()).getDimSize(i);
 }
@@ -256,10 +278,8 @@ void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
                         m.mul(m.mul(op.getHeadBlock(), hg), rows.rowStride));
   m.warpLoop(warp, warps, mTiles * nTiles, [&](Value p) {
     Value mt = m.div(p, nTiles), nt = m.rem(p, nTiles);
-    Value r0 = m.add(m.mul(mt, 16), gr), r1 = m.add(r0, 8);
-    Value ok0 = m.lt(r0, hg), ok1 = m.lt(r1, hg);
-    Value zero = m.c(0);
-    Value s0 = m.sel(ok0, r0, zero), s1 = m.sel(ok1, r1, zero);
+    FragRows fr = m.fragRows(mt, gr, hg);
+    Value ok0 = fr.ok0, ok1 = fr.ok1, s0 = fr.s0, s1 = fr.s1;
     // Byte addresses of this lane's A pairs (k = 0) and B pair (k = 0).
     auto aAddr = [&](Value s) {
       return m.add(
@@ -300,8 +320,8 @@ void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
     if (width % 32)
       acc = step(m.c(pairs * 32), acc);
     Value col = m.add(m.mul(nt, 8), kq);
-    m.storePairIf(ok0, op.getResult(), r0, col, acc[0], acc[1]);
-    m.storePairIf(ok1, op.getResult(), r1, col, acc[2], acc[3]);
+    m.storePairIf(ok0, op.getResult(), fr.r0, col, acc[0], acc[1]);
+    m.storePairIf(ok1, op.getResult(), fr.r1, col, acc[2], acc[3]);
   });
 }
 
@@ -331,24 +351,11 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
   Value acc = op.getAcc(), ds = op.getDs();
   Value zi = m.zeroI32();
 
-  // Rows r0 = 16 mt + lane / 4 and r1 = r0 + 8 of m tile `mt`; rows >= Hg
-  // read row 0 and are replaced by zero, and are never stored.
-  struct Rows2 {
-    Value r0, r1, ok0, ok1, s0, s1;
-  };
-  auto rowsOfTile = [&](Value mt) {
-    Rows2 r;
-    r.r0 = m.add(m.mul(mt, 16), gr);
-    r.r1 = m.add(r.r0, 8);
-    r.ok0 = m.lt(r.r0, hg);
-    r.ok1 = m.lt(r.r1, hg);
-    r.s0 = m.sel(r.ok0, r.r0, m.c(0));
-    r.s1 = m.sel(r.ok1, r.r1, m.c(0));
-    return r;
-  };
+  // Rows >= Hg read row 0 and are replaced by zero, and are never stored.
+  auto rowsOfTile = [&](Value mt) { return m.fragRows(mt, gr, hg); };
   // A fragment of the k step at slot k: dS rows (r0, r1) x slots (k + kq,
   // k + kq + 8), rounded to bf16.
-  auto aFrag = [&](const Rows2 &r, Value k) -> SmallVector<Value> {
+  auto aFrag = [&](const FragRows &r, Value k) -> SmallVector<Value> {
     Value kc = m.add(k, kq), kc8 = m.add(kc, 8);
     return {m.sel(r.ok0, m.packBf16(m.loadF32x2(ds, r.s0, kc)), zi),
             m.sel(r.ok1, m.packBf16(m.loadF32x2(ds, r.s1, kc)), zi),
@@ -377,7 +384,7 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
     return d0;
   };
   // Loads the C fragments of the pair at n0, runs `body`, stores them.
-  auto pair = [&](const Rows2 &r, Value n0,
+  auto pair = [&](const FragRows &r, Value n0,
                   function_ref<SmallVector<Value>(ValueRange)> body) {
     Value z = m.zeroF32();
     SmallVector<Value> init, cols;
@@ -398,7 +405,7 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
   };
 
   if (keepA) {
-    Rows2 r = rowsOfTile(m.rem(warp, mTiles));
+    FragRows r = rowsOfTile(m.rem(warp, mTiles));
     SmallVector<SmallVector<Value>> a;
     for (int64_t k = 0; k < block; k += 16)
       a.push_back(aFrag(r, m.c(k)));
@@ -420,7 +427,7 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
     return;
   }
   m.warpLoop(warp, warps, mTiles * nPairs, [&](Value p) {
-    Rows2 r = rowsOfTile(m.div(p, nPairs));
+    FragRows r = rowsOfTile(m.div(p, nPairs));
     Value n0 = m.mul(m.rem(p, nPairs), 16);
     pair(r, n0, [&](ValueRange init) {
       return m.reduce(block, 16, init,
