@@ -221,6 +221,8 @@ bool addressable(Value memref) {
 
 namespace mlir::smla {
 
+void lowerTileDotPairMma(CtaEmitter &e, TileDotOp first, TileDotOp second);
+
 bool canUseMma(TileDotOp op) {
   auto lhs = op.getLhs().getType();
   auto tile = op.getTile().getType();
@@ -231,6 +233,20 @@ bool canUseMma(TileDotOp op) {
          tile.hasStaticShape() && width % 16 == 0 && block % 8 == 0 &&
          tile.getDimSize(1) >= width && tile.getDimSize(1) % 2 == 0 &&
          lhs.getElementType().isBF16() && tile.getElementType().isBF16();
+}
+
+bool canFuseTileDots(TileDotOp first, TileDotOp second) {
+  Value a = first.getResult(), b = second.getResult();
+  return canUseMma(first) && canUseMma(second) &&
+         first.getTile() == second.getTile() &&
+         first.getToken() == second.getToken() &&
+         first.getHeadBlock() == second.getHeadBlock() &&
+         a.getType() == b.getType() && a != b && second.getLhs() != a &&
+         first.getLhs() != b && second.getTile() != a;
+}
+
+void lowerTileDotPair(CtaEmitter &e, TileDotOp first, TileDotOp second) {
+  lowerTileDotPairMma(e, first, second);
 }
 
 bool canUseMma(ScatterDkvOp op, int64_t threads) {
@@ -322,6 +338,105 @@ void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
     Value col = m.add(m.mul(nt, 8), kq);
     m.storePairIf(ok0, op.getResult(), fr.r0, col, acc[0], acc[1]);
     m.storePairIf(ok1, op.getResult(), fr.r1, col, acc[2], acc[3]);
+  });
+}
+
+/// Both block products of a top-k block in one pass: S = Q.K^T and
+/// dP = dO.V^T read the same key tile (V is its first D columns), so each
+/// warp loads a key fragment once for both and runs the two mma chains
+/// side by side (they are independent, which also hides mma latency). Over
+/// the columns only the wider product reads (the rope tail of q), the
+/// wider one runs alone.
+void lowerTileDotPairMma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
+  Mma m{e.b, e.loc};
+  auto resType = first.getResult().getType();
+  int64_t hg = resType.getDimSize(0), block = resType.getDimSize(1);
+  int64_t tileW = staticDim(first.getTile(), 1);
+  int64_t mTiles = llvm::divideCeil(hg, 16), nTiles = block / 8;
+  int64_t warps = e.threads / kMmaLanes;
+
+  Value warp = m.div(e.tid, kMmaLanes);
+  Value lane = m.rem(e.tid, kMmaLanes);
+  Value gr = m.div(lane, 4);
+  Value kq = m.mul(m.rem(lane, 4), 2);
+  Value tileBase = m.base(first.getTile());
+  struct Lhs {
+    Value base, rowBase, result;
+    Rows rows;
+    int64_t width;
+  };
+  auto lhsOf = [&](TileDotOp op) {
+    Lhs l;
+    l.base = m.base(op.getLhs());
+    l.rows = rowsOf(op.getLhs());
+    // Element offset of head hb*Hb of token t.
+    l.rowBase = m.add(m.mul(op.getToken(), l.rows.tokenStride),
+                      m.mul(m.mul(op.getHeadBlock(), hg), l.rows.rowStride));
+    l.result = op.getResult();
+    l.width = staticDim(op.getLhs(), 2);
+    return l;
+  };
+  Lhs lhs[2] = {lhsOf(first), lhsOf(second)};
+  if (lhs[0].width < lhs[1].width)
+    std::swap(lhs[0], lhs[1]);
+  int64_t shared = lhs[1].width, wide = lhs[0].width;
+
+  m.warpLoop(warp, warps, mTiles * nTiles, [&](Value p) {
+    Value mt = m.div(p, nTiles), nt = m.rem(p, nTiles);
+    FragRows fr = m.fragRows(mt, gr, hg);
+    // Byte addresses of this lane's A pairs (k = 0) in both lhs, and of its
+    // B pair (k = 0).
+    SmallVector<std::pair<Value, Value>> aAddr;
+    for (const Lhs &l : lhs) {
+      auto addr = [&](Value s) {
+        return m.add(l.base, m.mul(m.add(m.add(l.rowBase,
+                                               m.mul(s, l.rows.rowStride)),
+                                         kq),
+                                   2));
+      };
+      aAddr.push_back({addr(fr.s0), addr(fr.s1)});
+    }
+    Value n = m.add(m.mul(nt, 8), gr);
+    Value bAddr = m.add(tileBase, m.mul(m.add(m.mul(n, tileW), kq), 2));
+    Value z = m.zeroF32(), zi = m.zeroI32();
+    auto aFrag = [&](int i, Value kb) -> SmallVector<Value> {
+      unsigned as = lhs[i].rows.addressSpace;
+      Value r0 = m.add(aAddr[i].first, kb), r1 = m.add(aAddr[i].second, kb);
+      return {m.sel(fr.ok0, m.loadI32(r0, as), zi),
+              m.sel(fr.ok1, m.loadI32(r1, as), zi),
+              m.sel(fr.ok0, m.loadI32(m.add(r0, 16), as), zi),
+              m.sel(fr.ok1, m.loadI32(m.add(r1, 16), as), zi)};
+    };
+    auto bFrag = [&](Value kb) -> SmallVector<Value> {
+      return {m.loadI32(m.add(bAddr, kb), 3),
+              m.loadI32(m.add(m.add(bAddr, kb), 16), 3)};
+    };
+    SmallVector<Value> acc = m.reduce(
+        shared, 16, ValueRange{z, z, z, z, z, z, z, z},
+        [&](Value k, ValueRange c) -> SmallVector<Value> {
+          Value kb = m.mul(k, 2);
+          SmallVector<Value> b = bFrag(kb);
+          SmallVector<Value> out = m.mma(aFrag(0, kb), b, c.take_front(4));
+          SmallVector<Value> two = m.mma(aFrag(1, kb), b, c.drop_front(4));
+          out.append(two);
+          return out;
+        });
+    if (wide > shared) {
+      SmallVector<Value> tail = m.reduce(
+          wide - shared, 16, ValueRange(acc).take_front(4),
+          [&](Value k, ValueRange c) -> SmallVector<Value> {
+            Value kb = m.mul(m.add(k, shared), 2);
+            return m.mma(aFrag(0, kb), bFrag(kb), c);
+          });
+      std::copy(tail.begin(), tail.end(), acc.begin());
+    }
+    Value col = m.add(m.mul(nt, 8), kq);
+    for (int i = 0; i < 2; ++i) {
+      m.storePairIf(fr.ok0, lhs[i].result, fr.r0, col, acc[4 * i],
+                    acc[4 * i + 1]);
+      m.storePairIf(fr.ok1, lhs[i].result, fr.r1, col, acc[4 * i + 2],
+                    acc[4 * i + 3]);
+    }
   });
 }
 

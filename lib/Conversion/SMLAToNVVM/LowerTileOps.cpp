@@ -193,6 +193,16 @@ private:
               DScoresOp, ScatterDkvOp, DeltaOp, StoreDqOp, CastDkvOp,
               linalg::FillOp>([&](auto typed) { return lowerOp(e, typed); })
         .Case([&](TileDotOp typed) {
+          if (fusedAway.contains(typed))
+            return success();
+          // Both block products, next to each other with no barrier
+          // between them: one pass over the key tile.
+          auto next = dyn_cast_or_null<TileDotOp>(typed->getNextNode());
+          if (mma && next && canFuseTileDots(typed, next)) {
+            lowerTileDotPair(e, typed, next);
+            fusedAway.insert(next);
+            return success();
+          }
           lowerTileDot(e, typed, mma);
           return success();
         })
@@ -569,6 +579,8 @@ private:
   int64_t threads = 256;
   Value tid;
   DenseMap<Value, LaneFn> lanes;
+  /// The second tile_dot of a pair lowered together with the first.
+  DenseSet<Operation *> fusedAway;
 };
 
 struct SMLALowerToNVVMPass

@@ -27,10 +27,20 @@
 // CHECK-NEXT: gpu.barrier
 // Padded head rows (>= Hg = 2) are never stored.
 // CHECK: %[[OK:[0-9]+]] = arith.cmpi ult, %{{[0-9]+}}, %c2{{.*}} : index
-// Scores on tensor cores: q pairs from global, key pairs from shared memory.
-// CHECK: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-// CHECK: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
-// CHECK: nvvm.mma.sync A[{{.*}}] B[{{.*}}] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
+// Scores and dP on tensor cores in one pass over the key tile: per k step,
+// one key fragment (two shared loads) feeds the q.k mma and the do.v mma
+// (q and do pairs from global memory); then the rope columns of q alone.
+// CHECK: scf.for {{.*}} iter_args
+// CHECK-COUNT-2: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+// CHECK-COUNT-4: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK: nvvm.mma.sync A[{{.*}}] B[%[[B0:[0-9]+]], %[[B1:[0-9]+]]] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
+// CHECK-NOT: !llvm.ptr<3>
+// CHECK-COUNT-4: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK: nvvm.mma.sync A[{{.*}}] B[%[[B0]], %[[B1]]]
+// CHECK: scf.yield {{.*}} : f32, f32, f32, f32, f32, f32, f32, f32
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: nvvm.mma.sync
+// CHECK: scf.yield {{.*}} : f32, f32, f32, f32
 // CHECK: scf.if %[[OK]] {
 // CHECK: vector.store
 // CHECK: gpu.barrier

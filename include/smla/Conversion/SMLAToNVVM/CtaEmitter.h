@@ -84,6 +84,10 @@ void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
 
 /// tile_dot and dq_accumulate, on CUDA cores or on tensor cores (mma.sync).
 void lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma);
+/// Two adjacent tile_dots on one key tile (scores and dP) as one tensor-core
+/// pass that loads each key fragment once; when they may be fused.
+bool canFuseTileDots(TileDotOp first, TileDotOp second);
+void lowerTileDotPair(CtaEmitter &e, TileDotOp first, TileDotOp second);
 void lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma);
 
 } // namespace mlir::smla
