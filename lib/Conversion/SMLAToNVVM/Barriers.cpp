@@ -169,7 +169,9 @@ void placeBarriers(Block &block, SmallVectorImpl<Access> &pending) {
       pending.clear();
       continue;
     }
-    if (op.getNumRegions()) {
+    SmallVector<Access> accesses = accessesOf(&op);
+    // linalg.fill has a region of its own but is a leaf here.
+    if (accesses.empty() && op.getNumRegions()) {
       if (!touchesSmem(&op))
         continue;
       // Regions (loops, branches) are handled conservatively: no access is
@@ -189,7 +191,6 @@ void placeBarriers(Block &block, SmallVectorImpl<Access> &pending) {
         }
       continue;
     }
-    SmallVector<Access> accesses = accessesOf(&op);
     if (accesses.empty())
       continue;
     bool needed = llvm::any_of(accesses, [&](const Access &a) {
