@@ -6,6 +6,13 @@
 // RUN: not smla-compile -o %t --config heads=3,groups=2 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not smla-compile -o %t --config sm_scale=0.1 2>&1 | FileCheck %s --check-prefix=SCALE
 // RUN: not smla-compile -o %t --config heads=16,head_blocks=3 2>&1 | FileCheck %s --check-prefix=SPLIT
+// RUN: smla-compile -o %t/c1 -quiet --config d=512,dt=64,heads=16,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16
+// RUN: smla-compile -o %t/c2 -quiet --ctas-per-sm 2 --config d=512,dt=64,heads=16,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16
+// RUN: smla-compile -o %t/c3 -quiet --ctas-per-sm 3 --config d=512,dt=64,heads=16,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16
+// RUN: FileCheck %s --check-prefix=C1 < %t/c1/manifest.json
+// RUN: FileCheck %s --check-prefix=C2 < %t/c2/manifest.json
+// RUN: FileCheck %s --check-prefix=C3 < %t/c3/manifest.json
+// RUN: not smla-compile -o %t/c0 --ctas-per-sm 0 --config heads=16 2>&1 | FileCheck %s --check-prefix=C0
 // RUN: smla-compile -o %t/h128 -quiet --config d=512,dt=64,heads=128,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=H128 < %t/h128/manifest.json
 // RUN: FileCheck %s --check-prefix=H128-PTXAS < %t/h128/smla_d512_dt64_h128_g1_b32_s2_base2_pos_bf16_bf16.ptxas.txt
@@ -73,5 +80,13 @@
 // H128-NEXT: 1
 // H128-PTXAS: Function properties for smla_d512_dt64_h128_g1_b32_s2_base2_pos_bf16_bf16_bwd
 // H128-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+
+// --ctas-per-sm bounds the staging of q and do rows: H = 16, block 32 has
+// 85120 B of tiles; staged q adds 18688 B and do 16640 B. One CTA per SM
+// stages both, two (115712 B each) only q, three (76800 B) neither.
+// C1: "dynamic_smem": 120448
+// C2: "dynamic_smem": 103808
+// C3: "dynamic_smem": 85120
+// C0: smla-compile: error: --ctas-per-sm 0: must be in [1, 32]
 
 // SCALE: smla-compile: error: --config 'sm_scale=0.1': sm_scale is not a compile-time setting: the bwd kernel takes it as its f32 'sm_scale' parameter
