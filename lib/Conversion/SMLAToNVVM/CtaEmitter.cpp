@@ -1,0 +1,111 @@
+//===- CtaEmitter.cpp - helpers for CTA-cooperative code -------------------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Conversion/SMLAToNVVM/CtaEmitter.h"
+
+using namespace mlir;
+using namespace mlir::smla;
+
+Value mlir::smla::emitReduce(
+    OpBuilder &b, Location loc, Value lb, Value ub, Value step, Value init,
+    function_ref<Value(OpBuilder &, Value, Value)> fn) {
+  auto loop = scf::ForOp::create(
+      b, loc, lb, ub, step, ValueRange{init},
+      [&](OpBuilder &nb, Location l, Value iv, ValueRange args) {
+        scf::YieldOp::create(nb, l, fn(nb, iv, args[0]));
+      });
+  return loop.getResult(0);
+}
+
+std::pair<Value, Value> mlir::smla::splitQuad(OpBuilder &b, Location loc,
+                                              Value q, int64_t width) {
+  Value nq = arith::ConstantIndexOp::create(b, loc, width / 4);
+  Value row = arith::DivUIOp::create(b, loc, q, nq);
+  Value col =
+      arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, q, nq),
+                            arith::ConstantIndexOp::create(b, loc, 4));
+  return {row, col};
+}
+
+Value mlir::smla::loadVecF32(OpBuilder &b, Location loc, Value memref,
+                             ValueRange indices, int64_t n) {
+  Type elem = cast<MemRefType>(memref.getType()).getElementType();
+  // Every caller loads at a last index that is a multiple of n from rows
+  // whose width is a multiple of 16 elements (d, dt % 16): the access is
+  // naturally aligned, which lets it become one ld.v4/ld.v2 (without the
+  // attribute the LLVM lowering assumes element alignment and splits it).
+  int64_t bytes = n * llvm::divideCeil(elem.getIntOrFloatBitWidth(), 8);
+  Value v = vector::LoadOp::create(b, loc, VectorType::get({n}, elem), memref,
+                                   indices, /*nontemporal=*/false,
+                                   llvm::Align(std::min<int64_t>(bytes, 16)));
+  if (elem.isF32())
+    return v;
+  return arith::ExtFOp::create(b, loc, VectorType::get({n}, b.getF32Type()), v);
+}
+
+Value mlir::smla::headIndex(OpBuilder &b, Location loc, Value block, int64_t hb,
+                            Value h) {
+  Value base = arith::MulIOp::create(
+      b, loc, block, arith::ConstantIndexOp::create(b, loc, hb));
+  return arith::AddIOp::create(b, loc, base, h);
+}
+
+void mlir::smla::emitCount(OpBuilder &b, Location loc, Value counters,
+                           int64_t slot, Value cond) {
+  if (!counters)
+    return;
+  Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, counters);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value present =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, ptr, zero);
+  Value fire = arith::AndIOp::create(b, loc, cond, present);
+  scf::IfOp::create(b, loc, fire, [&](OpBuilder &nb, Location l) {
+    Value one = arith::ConstantOp::create(nb, l, nb.getI64IntegerAttr(1));
+    Value at = arith::ConstantIndexOp::create(nb, l, slot);
+    memref::AtomicRMWOp::create(nb, l, arith::AtomicRMWKind::addi, one,
+                                counters, ValueRange{at});
+    scf::YieldOp::create(nb, l);
+  });
+}
+
+void mlir::smla::emitMaskedRedV4(OpBuilder &b, Location loc, ScatterDkvOp op,
+                                 Value valid, Value raw, Value col,
+                                 ValueRange four) {
+  auto dkvType = op.getDkv().getType();
+  int64_t groups = dkvType.getDimSize(1), width = dkvType.getDimSize(2);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, op.getDkv());
+  Value zero32 = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+  Value row = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      arith::SelectOp::create(b, loc, valid, raw, zero32));
+  auto cst = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  Value elem = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(
+          b, loc,
+          arith::AddIOp::create(b, loc,
+                                arith::MulIOp::create(b, loc, row, cst(groups)),
+                                op.getGroup()),
+          cst(width)),
+      col);
+  Value addr = arith::AddIOp::create(
+      b, loc, base, arith::MulIOp::create(b, loc, elem, cst(4)));
+  Value addr64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
+  auto genericPtr = LLVM::LLVMPointerType::get(b.getContext());
+  auto globalPtr = LLVM::LLVMPointerType::get(b.getContext(), 1);
+  Value p = LLVM::IntToPtrOp::create(b, loc, genericPtr, addr64);
+  p = LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, p);
+  SmallVector<Value> operands{p};
+  operands.append(four.begin(), four.end());
+  operands.push_back(valid);
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{}, operands,
+      "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+}
