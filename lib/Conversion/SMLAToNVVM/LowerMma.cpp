@@ -88,77 +88,17 @@ DotLhs dotLhs(Mma &m, TileDotOp op, int64_t hg) {
 }
 } // namespace
 
-void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
+/// S = Q.K^T or dP = dO.V^T (`ops` has one tile_dot), or both block
+/// products of a top-k block in one pass (`ops` has two on the same key
+/// tile, token and head block: V is the first D columns of the keys). A
+/// warp takes (m tile, n8 tile) items; per k step of 16 it loads its key
+/// fragment once and runs one mma per product. Two products give two
+/// independent mma chains (which hides mma latency); a lone product gets
+/// them from even and odd k steps. Over the columns only the wider product
+/// reads (the rope tail of q), it runs alone.
+void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
   Mma m{e.b, e.loc};
-  auto resType = op.getResult().getType();
-  int64_t hg = resType.getDimSize(0), block = resType.getDimSize(1);
-  int64_t tileW = staticDim(op.getTile(), 1);
-  int64_t mTiles = llvm::divideCeil(hg, 16), nTiles = block / 8;
-  int64_t warps = e.threads / kMmaLanes;
-
-  WarpLane w = m.warpLane(e.tid);
-  Value warp = w.warp, gr = w.gr, kq = w.kq;
-  DotLhs l = dotLhs(m, op, hg);
-  Value lhsBase = l.base, rowBase = l.rowBase, tileBase = m.base(op.getTile());
-  Rows rows = l.rows;
-  int64_t width = l.width;
-  m.warpLoop(warp, warps, mTiles * nTiles, [&](Value p) {
-    Value mt = m.div(p, nTiles), nt = m.rem(p, nTiles);
-    FragRows fr = m.fragRows(mt, gr, hg);
-    Value ok0 = fr.ok0, ok1 = fr.ok1, s0 = fr.s0, s1 = fr.s1;
-    // Byte addresses of this lane's A pairs (k = 0) and B pair (k = 0).
-    auto aAddr = [&](Value s) {
-      return m.add(
-          lhsBase,
-          m.mul(m.add(m.add(rowBase, m.mul(s, rows.rowStride)), kq), 2));
-    };
-    Value a0Addr = aAddr(s0);
-    Value a1Addr = aAddr(s1);
-    Value n = m.add(m.mul(nt, 8), gr);
-    Value bAddr = m.add(tileBase, m.mul(m.add(m.mul(n, tileW), kq), 2));
-    Value z = m.zeroF32(), zi = m.zeroI32();
-    // One k step of 16: acc += A[:, k..k+16) * B[k..k+16, :].
-    auto step = [&](Value k, ValueRange c) -> SmallVector<Value> {
-      Value kb = m.mul(k, 2);
-      unsigned as = rows.addressSpace;
-      Value a0 = m.sel(ok0, m.loadI32(m.add(a0Addr, kb), as), zi);
-      Value a1 = m.sel(ok1, m.loadI32(m.add(a1Addr, kb), as), zi);
-      Value a2 = m.sel(ok0, m.loadI32(m.add(m.add(a0Addr, kb), 16), as), zi);
-      Value a3 = m.sel(ok1, m.loadI32(m.add(m.add(a1Addr, kb), 16), as), zi);
-      Value b0 = m.loadI32(m.add(bAddr, kb), 3);
-      Value b1 = m.loadI32(m.add(m.add(bAddr, kb), 16), 3);
-      return m.mma({a0, a1, a2, a3}, {b0, b1}, c);
-    };
-    // Two independent accumulators (even and odd k steps) halve the chain
-    // of dependent mma.sync; an odd step count ends with one more step.
-    int64_t pairs = width / 32;
-    SmallVector<Value> both = m.reduce(
-        pairs * 32, 32, ValueRange{z, z, z, z, z, z, z, z},
-        [&](Value k, ValueRange c) -> SmallVector<Value> {
-          SmallVector<Value> even = step(k, c.take_front(4));
-          SmallVector<Value> odd = step(m.add(k, 16), c.drop_front(4));
-          even.append(odd);
-          return even;
-        });
-    SmallVector<Value> acc;
-    for (int64_t i = 0; i < 4; ++i)
-      acc.push_back(arith::AddFOp::create(m.b, m.loc, both[i], both[i + 4]));
-    if (width % 32)
-      acc = step(m.c(pairs * 32), acc);
-    Value col = m.add(m.mul(nt, 8), kq);
-    m.storePairIf(ok0, op.getResult(), fr.r0, col, acc[0], acc[1]);
-    m.storePairIf(ok1, op.getResult(), fr.r1, col, acc[2], acc[3]);
-  });
-}
-
-/// Both block products of a top-k block in one pass: S = Q.K^T and
-/// dP = dO.V^T read the same key tile (V is its first D columns), so each
-/// warp loads a key fragment once for both and runs the two mma chains
-/// side by side (they are independent, which also hides mma latency). Over
-/// the columns only the wider product reads (the rope tail of q), the
-/// wider one runs alone.
-void lowerTileDotPairMma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
-  Mma m{e.b, e.loc};
+  TileDotOp first = ops.front();
   auto resType = first.getResult().getType();
   int64_t hg = resType.getDimSize(0), block = resType.getDimSize(1);
   int64_t tileW = staticDim(first.getTile(), 1);
@@ -168,15 +108,16 @@ void lowerTileDotPairMma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
   WarpLane w = m.warpLane(e.tid);
   Value warp = w.warp, gr = w.gr, kq = w.kq;
   Value tileBase = m.base(first.getTile());
-  DotLhs lhs[2] = {dotLhs(m, first, hg), dotLhs(m, second, hg)};
-  if (lhs[0].width < lhs[1].width)
+  SmallVector<DotLhs, 2> lhs;
+  for (TileDotOp op : ops)
+    lhs.push_back(dotLhs(m, op, hg));
+  if (lhs.size() == 2 && lhs[0].width < lhs[1].width)
     std::swap(lhs[0], lhs[1]);
-  int64_t shared = lhs[1].width, wide = lhs[0].width;
 
   m.warpLoop(warp, warps, mTiles * nTiles, [&](Value p) {
     Value mt = m.div(p, nTiles), nt = m.rem(p, nTiles);
     FragRows fr = m.fragRows(mt, gr, hg);
-    // Byte addresses of this lane's A pairs (k = 0) in both lhs, and of its
+    // Byte addresses of this lane's A pairs (k = 0) in each lhs, and of its
     // B pair (k = 0).
     SmallVector<std::pair<Value, Value>> aAddr;
     for (const DotLhs &l : lhs) {
@@ -203,33 +144,68 @@ void lowerTileDotPairMma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
       return {m.loadI32(m.add(bAddr, kb), 3),
               m.loadI32(m.add(m.add(bAddr, kb), 16), 3)};
     };
-    SmallVector<Value> acc = m.reduce(
-        shared, 16, ValueRange{z, z, z, z, z, z, z, z},
-        [&](Value k, ValueRange c) -> SmallVector<Value> {
-          Value kb = m.mul(k, 2);
-          SmallVector<Value> b = bFrag(kb);
-          SmallVector<Value> out = m.mma(aFrag(0, kb), b, c.take_front(4));
-          SmallVector<Value> two = m.mma(aFrag(1, kb), b, c.drop_front(4));
-          out.append(two);
-          return out;
-        });
-    if (wide > shared) {
+    // acc += A[:, k..k+16) * B[k..k+16, :] for lhs 0 alone, from column k.
+    auto step = [&](Value k, ValueRange c) -> SmallVector<Value> {
+      Value kb = m.mul(k, 2);
+      SmallVector<Value> a = aFrag(0, kb);
+      return m.mma(a, bFrag(kb), c);
+    };
+    SmallVector<Value> acc;
+    int64_t shared;
+    if (lhs.size() == 2) {
+      shared = lhs[1].width;
+      acc = m.reduce(shared, 16, ValueRange{z, z, z, z, z, z, z, z},
+                     [&](Value k, ValueRange c) -> SmallVector<Value> {
+                       Value kb = m.mul(k, 2);
+                       SmallVector<Value> b = bFrag(kb);
+                       SmallVector<Value> out =
+                           m.mma(aFrag(0, kb), b, c.take_front(4));
+                       SmallVector<Value> two =
+                           m.mma(aFrag(1, kb), b, c.drop_front(4));
+                       out.append(two);
+                       return out;
+                     });
+    } else {
+      // Even and odd k steps in two accumulators, then summed.
+      shared = lhs[0].width / 32 * 32;
+      SmallVector<Value> both = m.reduce(
+          shared, 32, ValueRange{z, z, z, z, z, z, z, z},
+          [&](Value k, ValueRange c) -> SmallVector<Value> {
+            SmallVector<Value> even = step(k, c.take_front(4));
+            SmallVector<Value> odd = step(m.add(k, 16), c.drop_front(4));
+            even.append(odd);
+            return even;
+          });
+      for (int64_t i = 0; i < 4; ++i)
+        acc.push_back(
+            arith::AddFOp::create(m.b, m.loc, both[i], both[i + 4]));
+    }
+    if (lhs[0].width > shared) {
       SmallVector<Value> tail = m.reduce(
-          wide - shared, 16, ValueRange(acc).take_front(4),
+          lhs[0].width - shared, 16, ValueRange(acc).take_front(4),
           [&](Value k, ValueRange c) -> SmallVector<Value> {
             Value kb = m.mul(m.add(k, shared), 2);
-            return m.mma(aFrag(0, kb), bFrag(kb), c);
+            SmallVector<Value> b = bFrag(kb);
+            return m.mma(aFrag(0, kb), b, c);
           });
       std::copy(tail.begin(), tail.end(), acc.begin());
     }
     Value col = m.add(m.mul(nt, 8), kq);
-    for (int i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < lhs.size(); ++i) {
       m.storePairIf(fr.ok0, lhs[i].result, fr.r0, col, acc[4 * i],
                     acc[4 * i + 1]);
       m.storePairIf(fr.ok1, lhs[i].result, fr.r1, col, acc[4 * i + 2],
                     acc[4 * i + 3]);
     }
   });
+}
+
+void lowerTileDotMma(CtaEmitter &e, TileDotOp op) {
+  lowerTileDotsMma(e, {op});
+}
+
+void lowerTileDotPairMma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
+  lowerTileDotsMma(e, {first, second});
 }
 
 /// dQ[h, c] += dS[h, :] . K[:, c]: M = heads, N = columns, K = slots. When
