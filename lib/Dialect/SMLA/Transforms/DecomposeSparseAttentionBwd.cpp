@@ -4,6 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "smla/Dialect/SMLA/Transforms/GuardAnalysis.h"
 #include "smla/Dialect/SMLA/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -55,25 +56,21 @@ Scratch allocateScratch(OpBuilder &b, Location loc, ConfigAttr cfg) {
 /// group's indices but only the first may count its invalid slots: a mask
 /// used for nothing but counting, whose lane count is 0 in the other blocks.
 void emitSplitSlotCount(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
-                        Value idx, Value headBlock, Value offset,
-                        Value limit) {
+                        IndexLoadOp load, Value headBlock, Value limit) {
   ConfigAttr cfg = op.getConfig();
   auto index = [&](int64_t v) -> Value {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
   Value bound = memref::DimOp::create(b, loc, op.getKv(), index(0));
-  Value topk = memref::DimOp::create(b, loc, op.getIndices(), index(2));
-  Value lanes = arith::MinSIOp::create(
-      b, loc, arith::SubIOp::create(b, loc, topk, offset),
-      index(cfg.getBlock()));
+  Value lanes = buildTailLaneCount(b, loc, load);
   Value first = arith::CmpIOp::create(
       b, loc, arith::CmpIPredicate::eq,
       arith::RemUIOp::create(b, loc, headBlock, index(cfg.getHeadBlocks())),
       index(0));
   lanes = arith::SelectOp::create(b, loc, first, lanes, index(0));
   auto maskType = VectorType::get({cfg.getBlock()}, b.getI1Type());
-  IndexMaskOp::create(b, loc, maskType, idx, bound, lanes, limit,
-                      op.getCounters());
+  IndexMaskOp::create(b, loc, maskType, load.getResult(), bound, lanes,
+                      limit, op.getCounters());
 }
 
 /// The body for one top-k block: gather, products, softmax, dS, dQ, dKV.
@@ -84,11 +81,12 @@ void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
   ConfigAttr cfg = op.getConfig();
   bool split = cfg.getHeadBlocks() > 1;
   auto idxType = VectorType::get({cfg.getBlock()}, b.getI32Type());
-  Value idx = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
+  auto load = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
                                   group, offset, limit,
                                   split ? Value() : op.getCounters());
+  Value idx = load.getResult();
   if (split && op.getCounters())
-    emitSplitSlotCount(b, loc, op, idx, headBlock, offset, limit);
+    emitSplitSlotCount(b, loc, op, load, headBlock, limit);
   GatherOp::create(b, loc, op.getKv(), group, idx, /*mask=*/Value(), s.keys);
   // Both block products first: they only read the gathered tile, so the
   // GPU runs them without a barrier between them.

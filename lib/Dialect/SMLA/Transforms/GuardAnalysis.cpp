@@ -69,6 +69,16 @@ static bool isTailLaneCount(Value lanes, IndexLoadOp load) {
   return false;
 }
 
+Value mlir::smla::buildTailLaneCount(OpBuilder &b, Location loc,
+                                     IndexLoadOp load) {
+  int64_t block = load.getResult().getType().getNumElements();
+  Value c2 = arith::ConstantIndexOp::create(b, loc, 2);
+  Value cBlock = arith::ConstantIndexOp::create(b, loc, block);
+  Value topk = memref::DimOp::create(b, loc, load.getIndices(), c2);
+  Value left = arith::SubIOp::create(b, loc, topk, load.getOffset());
+  return arith::MinSIOp::create(b, loc, left, cBlock);
+}
+
 std::string mlir::smla::explainMaskMismatch(Value mask, Value indices,
                                             Value tensor) {
   if (!mask)

@@ -42,12 +42,8 @@ FailureOr<Value> getOrBuildMask(Operation *user, Value indices, Value tensor) {
   Location loc = load.getLoc();
   int64_t block = load.getResult().getType().getNumElements();
   Value c0 = arith::ConstantIndexOp::create(b, loc, 0);
-  Value c2 = arith::ConstantIndexOp::create(b, loc, 2);
-  Value cBlock = arith::ConstantIndexOp::create(b, loc, block);
   Value bound = memref::DimOp::create(b, loc, tensor, c0);
-  Value topk = memref::DimOp::create(b, loc, load.getIndices(), c2);
-  Value left = arith::SubIOp::create(b, loc, topk, load.getOffset());
-  Value lanes = arith::MinSIOp::create(b, loc, left, cBlock);
+  Value lanes = buildTailLaneCount(b, loc, load);
   Value counters = counted ? Value() : load.getCounters();
   auto maskType = VectorType::get({block}, b.getI1Type());
   return IndexMaskOp::create(b, loc, maskType, indices, bound, lanes,

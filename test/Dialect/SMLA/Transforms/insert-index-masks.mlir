@@ -9,11 +9,11 @@
 // CHECK: %[[I:.*]] = smla.index_load %[[IDXS]][%[[T]], %[[G]], %[[K0]]] limit %[[POS]] counters(%[[CNT]] : memref<3xi64>)
 // The gather's mask: bounded by dim 0 of kv, the tail lane count
 // min(K - offset, 16), the position limit, and it counts invalid slots.
-// CHECK: %[[C0:.*]] = arith.constant 0 : index
-// CHECK: %[[C2:.*]] = arith.constant 2 : index
-// CHECK: %[[C16:.*]] = arith.constant 16 : index
-// CHECK: %[[S:.*]] = memref.dim %[[KV]], %[[C0]] : memref<?x1x48xbf16>
-// CHECK: %[[K:.*]] = memref.dim %[[IDXS]], %[[C2]] : memref<?x1x?xi32>
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG: %[[C2:.*]] = arith.constant 2 : index
+// CHECK-DAG: %[[C16:.*]] = arith.constant 16 : index
+// CHECK-DAG: %[[S:.*]] = memref.dim %[[KV]], %[[C0]] : memref<?x1x48xbf16>
+// CHECK-DAG: %[[K:.*]] = memref.dim %[[IDXS]], %[[C2]] : memref<?x1x?xi32>
 // CHECK: %[[LEFT:.*]] = arith.subi %[[K]], %[[K0]] : index
 // CHECK: %[[N:.*]] = arith.minsi %[[LEFT]], %[[C16]] : index
 // CHECK: %[[M:.*]] = smla.index_mask %[[I]] below %[[S]] lanes %[[N]] limit %[[POS]] counters(%[[CNT]] : memref<3xi64>) : vector<16xi32> -> vector<16xi1>

@@ -30,6 +30,10 @@ GatherOp findScoreGather(SoftmaxOp softmax);
 /// of the block, and with the position limit the indices carry (if any).
 std::string explainMaskMismatch(Value mask, Value indices, Value tensor);
 
+/// Builds `min(dim(indices, 2) - offset, B)`, the number of real slots of
+/// the block `load` reads: the lane count explainMaskMismatch accepts.
+Value buildTailLaneCount(OpBuilder &b, Location loc, IndexLoadOp load);
+
 /// Why `indices` are not the index block of the access at (`token`, `group`)
 /// (`token` may be null for accesses that do not name one), or an empty
 /// string when they are: the smla.index_load must read the same token and
