@@ -37,6 +37,13 @@
 // Both block products on tensor cores: S = Q.K^T, dP = dO.V^T and dQ += dS.K.
 // PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
+// At H = 16 q and do are staged in shared memory: the scores/dP A
+// fragments come from ldmatrix.x4, the key fragments from ldmatrix.x2, and
+// the dKV B fragments are split into even/odd columns by prmt.
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
+// PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.shared.b16
+// PTX-DAG: prmt.b32 {{.*}}, 0x5410U;
+// PTX-DAG: prmt.b32 {{.*}}, 0x7632U;
 // sm_scale is the bwd kernel's last parameter (f32).
 // PTX-DAG: .param .u32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_12,
 // PTX-DAG: .param .f32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_13

@@ -6,9 +6,10 @@
 // f32 accumulators), the heads as M, padded to a multiple of 16:
 //
 //   tile_dot       C[h, j] = sum_c lhs[t, hb*Hb + h, c] * tile[j, c]
-//                  A = lhs rows (32-bit loads of bf16 pairs),
-//                  B = key rows (shared, "col" layout = tile rows as they
-//                  are stored, 32-bit loads).
+//                  A = lhs rows (ldmatrix.x4 when staged in shared
+//                  memory, else 32-bit loads of bf16 pairs),
+//                  B = key rows (shared, ldmatrix.x2; the "col" layout
+//                  is the tile rows as they are stored).
 //   dq_accumulate  acc[h, c] += sum_j bf16(ds[h, j]) * tile[j, c]
 //                  A = dS (shared f32, rounded to bf16 and packed),
 //                  B = tile (shared, ldmatrix.x4.trans: two n8 tiles).
@@ -114,9 +115,26 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
   if (lhs.size() == 2 && lhs[0].width < lhs[1].width)
     std::swap(lhs[0], lhs[1]);
 
+  // ldmatrix needs shared rows at 16-byte aligned addresses: a lhs staged
+  // in shared memory and the key tile, with row strides of 8 elements.
+  auto ldmatrixOk = [&](const DotLhs &l) {
+    return l.rows.addressSpace == 3 && l.rows.rowStride % 8 == 0 &&
+           l.rows.tokenStride % 8 == 0;
+  };
+  bool bLd = tileW % 8 == 0;
+  // ldmatrix lanes: lane l addresses row l % 16 of the m tile at column
+  // 8 (l / 16) (A, .x4), or key row l % 8 at column 8 ((l / 8) % 2) (B, .x2).
+  Value lane = w.lane;
+  Value ldARow = m.rem(lane, 16), ldACol = m.mul(m.div(lane, 16), 8);
+  Value ldBRow = m.rem(lane, 8), ldBCol = m.mul(m.rem(m.div(lane, 8), 2), 8);
+
   m.warpLoop(warp, warps, mTiles * nTiles, [&](Value p) {
     Value mt = m.div(p, nTiles), nt = m.rem(p, nTiles);
     FragRows fr = m.fragRows(mt, gr, hg);
+    // The row this lane addresses for an A ldmatrix; rows past Hg read row
+    // 0: they only feed C rows that are never stored.
+    Value aRow = m.add(m.mul(mt, 16), ldARow);
+    aRow = m.sel(m.lt(aRow, hg), aRow, m.c(0));
     // Byte addresses of this lane's A pairs (k = 0) in each lhs, and of its
     // B pair (k = 0).
     SmallVector<std::pair<Value, Value>> aAddr;
@@ -127,12 +145,23 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
                                          kq),
                                    2));
       };
-      aAddr.push_back({addr(fr.s0), addr(fr.s1)});
+      if (ldmatrixOk(l))
+        aAddr.push_back(
+            {m.add(l.base,
+                   m.mul(m.add(m.add(l.rowBase, m.mul(aRow, l.rows.rowStride)),
+                               ldACol),
+                         2)),
+             Value()});
+      else
+        aAddr.push_back({addr(fr.s0), addr(fr.s1)});
     }
-    Value n = m.add(m.mul(nt, 8), gr);
-    Value bAddr = m.add(tileBase, m.mul(m.add(m.mul(n, tileW), kq), 2));
+    Value n = m.add(m.mul(nt, 8), bLd ? ldBRow : gr);
+    Value bAddr = m.add(
+        tileBase, m.mul(m.add(m.mul(n, tileW), bLd ? ldBCol : kq), 2));
     Value z = m.zeroF32(), zi = m.zeroI32();
     auto aFrag = [&](int i, Value kb) -> SmallVector<Value> {
+      if (!aAddr[i].second)
+        return m.ldmatrix(m.add(aAddr[i].first, kb), 4, /*trans=*/false);
       unsigned as = lhs[i].rows.addressSpace;
       Value r0 = m.add(aAddr[i].first, kb), r1 = m.add(aAddr[i].second, kb);
       return {m.sel(fr.ok0, m.loadI32(r0, as), zi),
@@ -141,6 +170,8 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
               m.sel(fr.ok1, m.loadI32(m.add(r1, 16), as), zi)};
     };
     auto bFrag = [&](Value kb) -> SmallVector<Value> {
+      if (bLd)
+        return m.ldmatrix(m.add(bAddr, kb), 2, /*trans=*/false);
       return {m.loadI32(m.add(bAddr, kb), 3),
               m.loadI32(m.add(m.add(bAddr, kb), 16), 3)};
     };
@@ -249,16 +280,7 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op) {
     Value bRow = m.add(
         tileBase, m.mul(m.add(m.mul(ldRow, tileW), m.add(n0, ldCol)), 2));
     Value addr = m.add(bRow, m.mul(k, tileW * 2));
-    Type i32 = m.b.getI32Type();
-    auto fragTy = LLVM::LLVMStructType::getLiteral(m.b.getContext(),
-                                                   {i32, i32, i32, i32});
-    Value frag = NVVM::LdMatrixOp::create(
-        m.b, m.loc, fragTy, m.ptr(addr, 3), 4, NVVM::MMALayout::col,
-        NVVM::LdStMatrixShapeAttr::get(m.b.getContext(), 8, 8),
-        NVVM::LdStMatrixEltType::B16);
-    SmallVector<Value> bq;
-    for (int64_t i = 0; i < 4; ++i)
-      bq.push_back(LLVM::ExtractValueOp::create(m.b, m.loc, frag, i));
+    SmallVector<Value> bq = m.ldmatrix(addr, 4, /*trans=*/true);
     SmallVector<Value> d0 = m.mma(a, {bq[0], bq[1]}, c.take_front(4));
     SmallVector<Value> d1 = m.mma(a, {bq[2], bq[3]}, c.drop_front(4));
     d0.append(d1);

@@ -135,18 +135,15 @@ void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
       for (const RowPtr &r : rows[kt])
         x.push_back(
             m.sel(r.ok, m.loadI32(m.add(r.addr, colBytes), r.as), zi));
-      Value lo = i32c(0xffff), hi = i32c(static_cast<int32_t>(0xffff0000u));
-      Value sixteen = i32c(16);
-      auto evenOf = [&](Value k0, Value k1) {
-        return arith::OrIOp::create(
-            b, loc, arith::AndIOp::create(b, loc, k0, lo),
-            arith::ShLIOp::create(b, loc, k1, sixteen));
+      // One prmt each: bytes {k1.1, k1.0, k0.1, k0.0} (selector 0x5410)
+      // and {k1.3, k1.2, k0.3, k0.2} (0x7632).
+      auto permute = [&](Value k0, Value k1, int32_t selector) -> Value {
+        return NVVM::PermuteOp::create(b, loc, b.getI32Type(), k0, k1,
+                                       i32c(selector),
+                                       NVVM::PermuteMode::DEFAULT);
       };
-      auto oddOf = [&](Value k0, Value k1) {
-        return arith::OrIOp::create(
-            b, loc, arith::ShRUIOp::create(b, loc, k0, sixteen),
-            arith::AndIOp::create(b, loc, k1, hi));
-      };
+      auto evenOf = [&](Value k0, Value k1) { return permute(k0, k1, 0x5410); };
+      auto oddOf = [&](Value k0, Value k1) { return permute(k0, k1, 0x7632); };
       even = m.mma(a[kt], {evenOf(x[0], x[1]), evenOf(x[2], x[3])}, even);
       odd = m.mma(a[kt], {oddOf(x[0], x[1]), oddOf(x[2], x[3])}, odd);
     }

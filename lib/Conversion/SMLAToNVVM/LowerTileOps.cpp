@@ -206,28 +206,46 @@ private:
                                  "whose widths are multiples of 8";
     int64_t rows = tile.getDimSize(0), chunks = width / 8;
     Value kv = op.getKv(), g = op.getGroup(), dst = op.getTile();
-    e.ctaLoop(rows * chunks, [&](OpBuilder &b, Value q) {
-      Location loc = e.loc;
-      Value nChunks = arith::ConstantIndexOp::create(b, loc, chunks);
-      Value r = arith::DivUIOp::create(b, loc, q, nChunks);
-      Value col = arith::MulIOp::create(
-          b, loc, arith::RemUIOp::create(b, loc, q, nChunks),
-          arith::ConstantIndexOp::create(b, loc, 8));
-      Value valid = lane(op.getMask(), b, loc, r);
-      // An invalid slot is never turned into an address: its row is 0 and
-      // its source size 0, so cp.async writes 16 zero bytes.
-      Value raw = lane(op.getIndices(), b, loc, r);
-      Value zero32 = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
-      Value safe = arith::SelectOp::create(b, loc, valid, raw, zero32);
-      Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), safe);
-      Value count = arith::SelectOp::create(
-          b, loc, valid, arith::ConstantIndexOp::create(b, loc, 8),
-          arith::ConstantIndexOp::create(b, loc, 0));
-      nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
-          ValueRange{r, col}, kv, ValueRange{row, g, col}, b.getIndexAttr(8),
-          count, b.getUnitAttr());
-    });
+    // A team of `team` consecutive threads copies one row: its index lane
+    // and mask are evaluated once per row (not once per 16-byte chunk), and
+    // the team's lanes take consecutive chunks, so that a warp reads 8 rows
+    // x 64 contiguous bytes per instruction at 256 threads and 64 rows.
+    int64_t team = 1;
+    while (team * 2 * rows <= e.threads && e.threads % (team * 2) == 0 &&
+           team * 2 <= chunks)
+      team *= 2;
+    Location loc = e.loc;
+    OpBuilder &ob = e.b;
+    auto cI = [&](OpBuilder &b, int64_t v) {
+      return arith::ConstantIndexOp::create(b, loc, v).getResult();
+    };
+    Value first = arith::DivUIOp::create(ob, loc, e.tid, cI(ob, team));
+    Value member = arith::RemUIOp::create(ob, loc, e.tid, cI(ob, team));
+    scf::ForOp::create(
+        ob, loc, first, cI(ob, rows), cI(ob, e.threads / team), ValueRange{},
+        [&](OpBuilder &b, Location, Value r, ValueRange) {
+          Value valid = lane(op.getMask(), b, loc, r);
+          // An invalid slot is never turned into an address: its row is 0
+          // and its source size 0, so cp.async writes 16 zero bytes.
+          Value raw = lane(op.getIndices(), b, loc, r);
+          Value zero32 =
+              arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+          Value safe = arith::SelectOp::create(b, loc, valid, raw, zero32);
+          Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), safe);
+          Value count =
+              arith::SelectOp::create(b, loc, valid, cI(b, 8), cI(b, 0));
+          scf::ForOp::create(
+              b, loc, member, cI(b, chunks), cI(b, team), ValueRange{},
+              [&](OpBuilder &ib, Location, Value c, ValueRange) {
+                Value col = arith::MulIOp::create(ib, loc, c, cI(ib, 8));
+                nvgpu::DeviceAsyncCopyOp::create(
+                    ib, loc, nvgpu::DeviceAsyncTokenType::get(ib.getContext()),
+                    dst, ValueRange{r, col}, kv, ValueRange{row, g, col},
+                    ib.getIndexAttr(8), count, ib.getUnitAttr());
+                scf::YieldOp::create(ib, loc);
+              });
+          scf::YieldOp::create(b, loc);
+        });
     Value group = nvgpu::DeviceAsyncCreateGroupOp::create(
         e.b, e.loc, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()),
         ValueRange{});

@@ -22,18 +22,25 @@
 // CHECK: %[[SAFE:[0-9]+]] = arith.select %[[M:[0-9]+]], %{{[0-9]+}}, %c0_i32{{.*}} : i32
 // CHECK: %[[ROW:[0-9]+]] = arith.index_cast %[[SAFE]] : i32 to index
 // CHECK: %[[N:[0-9]+]] = arith.select %[[M]], %c8{{.*}}, %c0{{.*}} : index
-// CHECK: nvgpu.device_async_copy %{{.*}}[%[[ROW]], %block_id_y, %{{[0-9]+}}], %view[%{{[0-9]+}}, %{{[0-9]+}}], 8, %[[N]] {bypassL1} : memref<?x2x96xbf16> to memref<16x104xbf16, #gpu.address_space<workgroup>>
+// The index lane and its mask are evaluated once per key row; a team of 8
+// threads then copies the row's 12 chunks of 16 bytes, with no index load.
+// CHECK: scf.for %{{.*}} = %{{[0-9]+}} to %c12{{.*}} step %c8{{.*}} {
+// CHECK-NOT: memref.load
+// CHECK: nvgpu.device_async_copy %{{.*}}[%[[ROW]], %block_id_y, %{{[0-9]+}}], %view[%arg{{[0-9]+}}, %{{[0-9]+}}], 8, %[[N]] {bypassL1} : memref<?x2x96xbf16> to memref<16x104xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_wait
 // CHECK-NEXT: gpu.barrier
 // Padded head rows (>= Hg = 2) are never stored.
 // CHECK: %[[OK:[0-9]+]] = arith.cmpi ult, %{{[0-9]+}}, %c2{{.*}} : index
 // Scores and dP on tensor cores in one pass over the key tile: per k step,
-// one key fragment (two shared loads) feeds the q.k mma and the do.v mma
-// (q and do pairs from global memory); then the rope columns of q alone.
+// one key fragment (one ldmatrix.x2 from shared memory) feeds the q.k mma
+// and the do.v mma (q and do pairs from global memory); then the rope
+// columns of q alone.
 // CHECK: scf.for {{.*}} iter_args
-// CHECK-COUNT-2: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
+// CHECK: %[[BF:[0-9]+]] = nvvm.ldmatrix %{{[0-9]+}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, num = 2 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32)>
+// CHECK-NEXT: %[[B0:[0-9]+]] = llvm.extractvalue %[[BF]][0]
+// CHECK-NEXT: %[[B1:[0-9]+]] = llvm.extractvalue %[[BF]][1]
 // CHECK-COUNT-4: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-// CHECK: nvvm.mma.sync A[{{.*}}] B[%[[B0:[0-9]+]], %[[B1:[0-9]+]]] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
+// CHECK: nvvm.mma.sync A[{{.*}}] B[%[[B0]], %[[B1]]] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
 // CHECK-NOT: !llvm.ptr<3>
 // CHECK-COUNT-4: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
 // CHECK: nvvm.mma.sync A[{{.*}}] B[%[[B0]], %[[B1]]]
@@ -62,16 +69,17 @@
 // CHECK: nvvm.mma.sync
 // dKV on tensor cores: A = dS^T (and P^T) transposed out of the shared f32
 // tiles while packing to bf16 pairs; B = 32-bit pairs of q rows, low halves
-// for the even columns and high halves for the odd ones.
+// for the even columns (one prmt, selector 0x5410) and high halves for the
+// odd ones (0x7632).
 // CHECK: memref.load %view_{{[0-9]+}}[%{{[0-9]+}}, %{{[0-9]+}}] : memref<2x16xf32, #gpu.address_space<workgroup>>
 // CHECK: arith.truncf %{{[0-9]+}} : vector<2xf32> to vector<2xbf16>
 // CHECK: scf.for
 // CHECK: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
-// CHECK: arith.andi %{{[0-9]+}}, %c65535_i32
-// CHECK: arith.shli %{{[0-9]+}}, %c16_i32
+// CHECK: nvvm.prmt <default> %c21520_i32
+// CHECK: nvvm.prmt <default> %c21520_i32
 // CHECK: nvvm.mma.sync
-// CHECK: arith.shrui %{{[0-9]+}}, %c16_i32
-// CHECK: arith.andi %{{[0-9]+}}, %c-65536_i32
+// CHECK: nvvm.prmt <default> %c30258_i32
+// CHECK: nvvm.prmt <default> %c30258_i32
 // CHECK: nvvm.mma.sync
 // Columns < D add P^T . dO.
 // CHECK: scf.if

@@ -94,6 +94,26 @@ struct Mma {
     return LLVM::LoadOp::create(b, loc, b.getI32Type(), ptr(addr, as),
                                 /*alignment=*/4);
   }
+  /// ldmatrix .x`num` (1, 2 or 4 8x8 b16 matrices) from the shared byte
+  /// address `addr` of this lane's row; `trans` gives the .trans form.
+  SmallVector<Value> ldmatrix(Value addr, int num, bool trans) {
+    Type i32 = b.getI32Type();
+    Type resTy = i32;
+    if (num > 1)
+      resTy = LLVM::LLVMStructType::getLiteral(
+          b.getContext(), SmallVector<Type>(num, i32));
+    Value frag = NVVM::LdMatrixOp::create(
+        b, loc, resTy, ptr(addr, 3), num,
+        trans ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+        NVVM::LdStMatrixShapeAttr::get(b.getContext(), 8, 8),
+        NVVM::LdStMatrixEltType::B16);
+    if (num == 1)
+      return {frag};
+    SmallVector<Value> out;
+    for (int i = 0; i < num; ++i)
+      out.push_back(LLVM::ExtractValueOp::create(b, loc, frag, i));
+    return out;
+  }
   /// f32 pair at [row, col] of a shared f32 tile.
   Value loadF32x2(Value memref, Value row, Value col) {
     return vector::LoadOp::create(b, loc, VectorType::get({2}, b.getF32Type()),
