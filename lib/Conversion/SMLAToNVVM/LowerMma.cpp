@@ -135,8 +135,9 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
     // 0: they only feed C rows that are never stored.
     Value aRow = m.add(m.mul(mt, 16), ldARow);
     aRow = m.sel(m.lt(aRow, hg), aRow, m.c(0));
-    // Byte addresses of this lane's A pairs (k = 0) in each lhs, and of its
-    // B pair (k = 0).
+    // Byte addresses (k = 0) of this lane's A pairs in rows r0 and r1 of
+    // each lhs, or, for an lhs read by ldmatrix, of the row this lane
+    // addresses (second left empty); and of its B pair or B row.
     SmallVector<std::pair<Value, Value>> aAddr;
     for (const DotLhs &l : lhs) {
       auto addr = [&](Value s) {

@@ -206,10 +206,11 @@ private:
                                  "whose widths are multiples of 8";
     int64_t rows = tile.getDimSize(0), chunks = width / 8;
     Value kv = op.getKv(), g = op.getGroup(), dst = op.getTile();
-    // A team of `team` consecutive threads copies one row: its index lane
-    // and mask are evaluated once per row (not once per 16-byte chunk), and
-    // the team's lanes take consecutive chunks, so that a warp reads 8 rows
-    // x 64 contiguous bytes per instruction at 256 threads and 64 rows.
+    // A team of `team` consecutive threads (the largest power of two with
+    // team * rows <= threads) copies one row: its index lane and mask are
+    // evaluated once per row, not once per 16-byte chunk, and the team's
+    // lanes take consecutive chunks (at 512 threads and 64 rows a warp
+    // reads 4 rows x 128 contiguous bytes per instruction).
     int64_t team = 1;
     while (team * 2 * rows <= e.threads && e.threads % (team * 2) == 0 &&
            team * 2 <= chunks)
