@@ -135,36 +135,35 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
     // 0: they only feed C rows that are never stored.
     Value aRow = m.add(m.mul(mt, 16), ldARow);
     aRow = m.sel(m.lt(aRow, hg), aRow, m.c(0));
-    // Byte addresses (k = 0) of this lane's A pairs in rows r0 and r1 of
-    // each lhs, or, for an lhs read by ldmatrix, of the row this lane
-    // addresses (second left empty); and of its B pair or B row.
-    SmallVector<std::pair<Value, Value>> aAddr;
+    // Per lhs, the byte addresses (k = 0) this lane reads its A fragment
+    // from: the row it addresses for ldmatrix, or its pairs in rows r0 and
+    // r1 for 32-bit loads.
+    struct AAddr {
+      bool ldmatrix;
+      Value r0, r1;
+    };
+    SmallVector<AAddr> aAddr;
     for (const DotLhs &l : lhs) {
-      auto addr = [&](Value s) {
-        return m.add(l.base, m.mul(m.add(m.add(l.rowBase,
-                                               m.mul(s, l.rows.rowStride)),
-                                         kq),
-                                   2));
+      auto addr = [&](Value row, Value col) {
+        return m.add(l.base,
+                     m.mul(m.add(m.add(l.rowBase, m.mul(row, l.rows.rowStride)),
+                                 col),
+                           2));
       };
       if (ldmatrixOk(l))
-        aAddr.push_back(
-            {m.add(l.base,
-                   m.mul(m.add(m.add(l.rowBase, m.mul(aRow, l.rows.rowStride)),
-                               ldACol),
-                         2)),
-             Value()});
+        aAddr.push_back({true, addr(aRow, ldACol), Value()});
       else
-        aAddr.push_back({addr(fr.s0), addr(fr.s1)});
+        aAddr.push_back({false, addr(fr.s0, kq), addr(fr.s1, kq)});
     }
     Value n = m.add(m.mul(nt, 8), bLd ? ldBRow : gr);
     Value bAddr = m.add(
         tileBase, m.mul(m.add(m.mul(n, tileW), bLd ? ldBCol : kq), 2));
     Value z = m.zeroF32(), zi = m.zeroI32();
     auto aFrag = [&](int i, Value kb) -> SmallVector<Value> {
-      if (!aAddr[i].second)
-        return m.ldmatrix(m.add(aAddr[i].first, kb), 4, /*trans=*/false);
+      if (aAddr[i].ldmatrix)
+        return m.ldmatrix(m.add(aAddr[i].r0, kb), 4, /*trans=*/false);
       unsigned as = lhs[i].rows.addressSpace;
-      Value r0 = m.add(aAddr[i].first, kb), r1 = m.add(aAddr[i].second, kb);
+      Value r0 = m.add(aAddr[i].r0, kb), r1 = m.add(aAddr[i].r1, kb);
       return {m.sel(fr.ok0, m.loadI32(r0, as), zi),
               m.sel(fr.ok1, m.loadI32(r1, as), zi),
               m.sel(fr.ok0, m.loadI32(m.add(r0, 16), as), zi),
