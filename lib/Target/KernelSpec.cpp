@@ -14,6 +14,17 @@
 using namespace mlir;
 using namespace mlir::smla;
 
+int64_t KernelSpec::autoHeadBlocks(int64_t hg) {
+  auto fewest = [hg](int64_t most) {
+    int64_t n = 1;
+    while (hg % n || hg / n > most)
+      ++n;
+    return n;
+  };
+  int64_t n = fewest(kHeadsPerBlock);
+  return hg / n >= 8 || n == 1 ? n : fewest(kMaxHeadsPerBlock);
+}
+
 std::string KernelSpec::name() const {
   std::string split =
       headBlocks > 1 ? llvm::formatv("_s{0}", headBlocks).str() : "";
@@ -164,12 +175,7 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
                 llvm::Twine(s.block));
   int64_t hg = s.heads / s.groups;
   if (s.headBlocks == 0) {
-    // Auto: the fewest head blocks that leave at most kMaxHeadsPerBlock
-    // heads per CTA (their dQ accumulator and score tiles must fit in
-    // shared memory).
-    s.headBlocks = 1;
-    while (hg % s.headBlocks || hg / s.headBlocks > KernelSpec::kMaxHeadsPerBlock)
-      ++s.headBlocks;
+    s.headBlocks = KernelSpec::autoHeadBlocks(hg);
   } else if (s.headBlocks < 0 || hg % s.headBlocks) {
     return fail("head_blocks (" + llvm::Twine(s.headBlocks) +
                 ") must divide the heads per group (" + llvm::Twine(hg) + ")");

@@ -26,10 +26,20 @@ struct KernelSpec {
   int64_t d = 512, dt = 64, heads = 16, groups = 1, block = 64;
   bool lseBase2 = true, positions = false, dqF32 = false, dkvF32 = false;
   /// Blocks the heads of one group are split into (one CTA each); 0 until
-  /// parsed, then the value given or the smallest split that leaves at most
-  /// kMaxHeadsPerBlock heads per CTA.
+  /// parsed, then the value given or autoHeadBlocks(heads / groups).
   int64_t headBlocks = 0;
+  /// Rows per CTA the auto split aims for: one m16 mma tile. Measured on
+  /// the H200 against larger blocks at the same (row, slot) count: H=32 as
+  /// 2 x 16 1.29x, H=64 as 4 x 16 1.71x, H=128 as 8 x 16 1.72x faster
+  /// (docs/performance.md, fifth session).
+  static constexpr int64_t kHeadsPerBlock = 16;
+  /// The most heads one CTA can hold (its dQ accumulator and score tiles
+  /// must fit in shared memory).
   static constexpr int64_t kMaxHeadsPerBlock = 64;
+  /// The fewest blocks that divide `hg` heads into at most kHeadsPerBlock
+  /// each, unless that leaves fewer than 8 (a prime hg such as 17): then the
+  /// fewest that leave at most kMaxHeadsPerBlock.
+  static int64_t autoHeadBlocks(int64_t hg);
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16
   /// (with `_s2` after the block for two head blocks per group).

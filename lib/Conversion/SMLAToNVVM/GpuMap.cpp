@@ -233,20 +233,19 @@ int64_t workgroupBytesUsed(gpu::GPUFuncOp kernel) {
   return total;
 }
 
-/// With one group, the q and do rows of the CTA's token are read by every
+/// The q and do rows of the CTA's (token, head block) are read by every
 /// block product of every top-k block: copy them once into shared memory
 /// (rows padded by 16 bytes, against bank conflicts) and let tile_dot and
-/// scatter_dkv read them there. The staged view is [1, H, W] with a row
-/// stride of W + 8, read at token 0. Skipped when there is more than one
-/// head block (G > 1 or split heads). q is staged if it fits in `budget`
+/// scatter_dkv read them there. With `headBlocks` = G * headBlocks CTAs per
+/// token, block g owns rows [g * Hb, (g + 1) * Hb) of the token, Hb = H /
+/// headBlocks; the staged view is [1, Hb, W] with a row stride of W + 8,
+/// read at token 0 and head block 0. q is staged if it fits in `budget`
 /// bytes next to the tiles, then do if it still fits; scatter_dkv reads
 /// them staged only when both are.
 void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                     ArrayRef<std::pair<StringRef, Value>> tensors,
-                    IRMapping &mapping, Value t, int64_t threads,
+                    IRMapping &mapping, Value t, Value g, int64_t threads,
                     int64_t headBlocks, int64_t budget) {
-  if (headBlocks != 1)
-    return;
   Value q, dout;
   for (auto [name, v] : tensors) {
     if (name == "q")
@@ -257,7 +256,10 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   if (!q || !dout)
     return;
   auto shapeOf = [](Value v) { return cast<MemRefType>(v.getType()); };
-  int64_t heads = shapeOf(q).getDimSize(1);
+  int64_t allHeads = shapeOf(q).getDimSize(1);
+  if (ShapedType::isDynamic(allHeads) || allHeads % headBlocks)
+    return;
+  int64_t heads = allHeads / headBlocks;
   int64_t widths[2] = {shapeOf(q).getDimSize(2), shapeOf(dout).getDimSize(2)};
   bool stage[2] = {false, false};
   int64_t used = workgroupBytesUsed(kernel);
@@ -278,6 +280,7 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value zero = idx(0);
+  Value firstRow = arith::MulIOp::create(b, loc, g, idx(heads));
   DenseMap<Value, Value> staged;
   Value sources[2] = {q, dout};
   for (int i = 0; i < 2; ++i) {
@@ -307,7 +310,9 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
     // cp.async, 16 bytes (8 bf16) per chunk; the rows exist (t < T).
     nvgpu::DeviceAsyncCopyOp::create(
         b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), view,
-        ValueRange{zero, h, c}, src, ValueRange{t, h, c}, b.getIndexAttr(8),
+        ValueRange{zero, h, c}, src,
+        ValueRange{t, arith::AddIOp::create(b, loc, firstRow, h), c},
+        b.getIndexAttr(8),
         Value(), b.getUnitAttr());
     b.setInsertionPointAfter(loop);
     staged[src] = view;
@@ -317,17 +322,13 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   nvgpu::DeviceAsyncWaitOp::create(b, loc, copies, b.getI32IntegerAttr(0));
   gpu::BarrierOp::create(b, loc);
 
-  auto swap = [&](OpOperand &operand, OpOperand &token) {
-    if (Value s = staged.lookup(operand.get())) {
-      operand.set(s);
-      token.set(zero);
-      return true;
-    }
-    return false;
-  };
   kernel.walk([&](Operation *op) {
     if (auto dot = dyn_cast<TileDotOp>(op)) {
-      swap(dot.getLhsMutable(), dot.getTokenMutable());
+      if (Value s = staged.lookup(dot.getLhs())) {
+        dot.getLhsMutable().assign(s);
+        dot.getTokenMutable().assign(zero);
+        dot.getHeadBlockMutable().assign(zero);
+      }
     } else if (auto scatter = dyn_cast<ScatterDkvOp>(op)) {
       Value s1 = staged.lookup(scatter.getQ());
       Value s2 = staged.lookup(scatter.getDout());
@@ -335,6 +336,7 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
         scatter.getQMutable().assign(s1);
         scatter.getDoutMutable().assign(s2);
         scatter.getTokenMutable().assign(zero);
+        scatter.getHeadBlockMutable().assign(zero);
       }
     }
   });
@@ -440,8 +442,8 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     // reserved by the system.
     int64_t budget =
         std::min(kMaxDynamicSmem, kSmemPerSm / ctasPerSm - kSmemReservedPerCta);
-    stageTokenRows(b, loc, kernel, tensors, mapping, t, threads, *headBlocks,
-                   budget);
+    stageTokenRows(b, loc, kernel, tensors, mapping, t, g, threads,
+                   *headBlocks, budget);
   }
 
   // The dKV accumulator's zero fill and its final cast: one CTA per kv row.

@@ -14,8 +14,9 @@
 // CHECK-SAME: %arg10: i32, %[[SCALE:arg11]]: f32) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // The key tile is 16 x (96 + 8) bf16 (rows padded by 16 bytes), the dQ
-// accumulator 2 x (96 + 8) f32 (rows padded by 32 bytes).
-// CHECK-SAME: smla.dynamic_smem = 4864
+// accumulator 2 x (96 + 8) f32 (rows padded by 32 bytes), and the head
+// block's 2 q rows (2 x 104 bf16) and do rows (2 x 72 bf16) are staged.
+// CHECK-SAME: smla.dynamic_smem = 5760
 // CHECK-SAME: smla.grid = ["T", "2", "1"], smla.kind = "bwd"
 // CHECK-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "T", "S_kv", "K", "sm_scale"]
 // CHECK-NOT: 1.020000e-01
@@ -33,16 +34,17 @@
 // CHECK: %[[OK:[0-9]+]] = arith.cmpi ult, %{{[0-9]+}}, %c2{{.*}} : index
 // Scores and dP on tensor cores in one pass over the key tile: per k step,
 // one key fragment (one ldmatrix.x2 from shared memory) feeds the q.k mma
-// and the do.v mma (q and do pairs from global memory); then the rope
-// columns of q alone.
+// and the do.v mma (q and do fragments by ldmatrix.x4 from the head block's
+// rows, staged in shared memory); then the rope columns of q alone.
 // CHECK: scf.for {{.*}} iter_args
 // CHECK: %[[BF:[0-9]+]] = nvvm.ldmatrix %{{[0-9]+}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, num = 2 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32)>
 // CHECK-NEXT: %[[B0:[0-9]+]] = llvm.extractvalue %[[BF]][0]
 // CHECK-NEXT: %[[B1:[0-9]+]] = llvm.extractvalue %[[BF]][1]
-// CHECK-COUNT-4: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK-NOT: !llvm.ptr<1>
+// CHECK: nvvm.ldmatrix %{{[0-9]+}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<row>, num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>} : (!llvm.ptr<3>) -> !llvm.struct<(i32, i32, i32, i32)>
 // CHECK: nvvm.mma.sync A[{{.*}}] B[%[[B0]], %[[B1]]] C[{{.*}}] {layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, shape = #nvvm.shape<m = 16, n = 8, k = 16>}
-// CHECK-NOT: !llvm.ptr<3>
-// CHECK-COUNT-4: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK-NOT: !llvm.ptr<1>
+// CHECK: nvvm.ldmatrix %{{[0-9]+}} {{.*}} num = 4 : i32{{.*}} : (!llvm.ptr<3>)
 // CHECK: nvvm.mma.sync A[{{.*}}] B[%[[B0]], %[[B1]]]
 // CHECK: scf.yield {{.*}} : f32, f32, f32, f32, f32, f32, f32, f32
 // CHECK: scf.for {{.*}} iter_args
@@ -68,13 +70,13 @@
 // CHECK: nvvm.mma.sync
 // CHECK: nvvm.mma.sync
 // dKV on tensor cores: A = dS^T (and P^T) transposed out of the shared f32
-// tiles while packing to bf16 pairs; B = 32-bit pairs of q rows, low halves
-// for the even columns (one prmt, selector 0x5410) and high halves for the
-// odd ones (0x7632).
+// tiles while packing to bf16 pairs; B = 32-bit pairs of the staged q rows,
+// low halves for the even columns (one prmt, selector 0x5410) and high
+// halves for the odd ones (0x7632).
 // CHECK: memref.load %view_{{[0-9]+}}[%{{[0-9]+}}, %{{[0-9]+}}] : memref<2x16xf32, #gpu.address_space<workgroup>>
 // CHECK: arith.truncf %{{[0-9]+}} : vector<2xf32> to vector<2xbf16>
 // CHECK: scf.for
-// CHECK: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<1> -> i32
+// CHECK: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // CHECK: nvvm.prmt <default> %c21520_i32
 // CHECK: nvvm.prmt <default> %c21520_i32
 // CHECK: nvvm.mma.sync
