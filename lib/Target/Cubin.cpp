@@ -40,6 +40,9 @@ std::vector<KernelInfo> mlir::smla::collectKernelInfo(ModuleOp module) {
       k.threads = (*block)[0];
     if (auto smem = func->getAttrOfType<IntegerAttr>(kDynamicSmemAttr))
       k.dynamicSmem = smem.getInt();
+    if (auto staged = func->getAttrOfType<ArrayAttr>(kStagedAttr))
+      for (Attribute a : staged)
+        k.staged.push_back(cast<StringAttr>(a).str());
     out.push_back(std::move(k));
   });
   return out;

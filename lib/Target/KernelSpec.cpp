@@ -14,15 +14,20 @@
 using namespace mlir;
 using namespace mlir::smla;
 
-int64_t KernelSpec::autoHeadBlocks(int64_t hg) {
-  auto fewest = [hg](int64_t most) {
+std::vector<int64_t> KernelSpec::headBlockCandidates() const {
+  int64_t hg = heads / groups;
+  std::vector<int64_t> out;
+  for (int64_t n = 1; n <= hg; ++n)
+    if (hg % n == 0 && hg / n <= kMaxHeadsPerBlock &&
+        hg / n >= std::min<int64_t>(kMinHeadsPerBlock, hg))
+      out.push_back(n);
+  if (out.empty()) {
     int64_t n = 1;
-    while (hg % n || hg / n > most)
+    while (hg % n || hg / n > kMaxHeadsPerBlock)
       ++n;
-    return n;
-  };
-  int64_t n = fewest(kHeadsPerBlock);
-  return hg / n >= 8 || n == 1 ? n : fewest(kMaxHeadsPerBlock);
+    out.push_back(n);
+  }
+  return out;
 }
 
 std::string KernelSpec::name() const {
@@ -174,9 +179,7 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     return fail("block must be a multiple of 16 in [16, 256], got " +
                 llvm::Twine(s.block));
   int64_t hg = s.heads / s.groups;
-  if (s.headBlocks == 0) {
-    s.headBlocks = KernelSpec::autoHeadBlocks(hg);
-  } else if (s.headBlocks < 0 || hg % s.headBlocks) {
+  if (s.headBlocks < 0 || (s.headBlocks > 0 && hg % s.headBlocks)) {
     return fail("head_blocks (" + llvm::Twine(s.headBlocks) +
                 ") must divide the heads per group (" + llvm::Twine(hg) + ")");
   }

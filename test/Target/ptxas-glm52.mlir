@@ -16,11 +16,11 @@
 // RUN: smla-compile -o %t/h128 -quiet --config d=512,dt=64,heads=128,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=H128 < %t/h128/manifest.json
 // RUN: FileCheck %s --check-prefix=H128-PTXAS < %t/h128/smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16.ptxas.txt
-// RUN: smla-compile -o %t/auto -quiet --config d=64,dt=32,heads=34,groups=2,block=16 --config d=64,dt=32,heads=48,groups=1,block=16 --config d=64,dt=32,heads=64,groups=1,block=16,head_blocks=1
+// RUN: smla-compile -o %t/auto -quiet --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0 --config d=64,dt=32,heads=34,groups=2,block=16 --config d=64,dt=32,heads=64,groups=1,block=16,head_blocks=4
 // RUN: FileCheck %s --check-prefix=AUTO < %t/auto/manifest.json
-// RUN: smla-compile -o %t/h -quiet --config d=512,dt=64,heads=16,groups=1,block=64,lse=natural,positions=0,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
+// RUN: smla-compile -o %t/h -quiet --config d=512,dt=64,heads=16,groups=1,block=64,lse=natural,positions=0,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=32,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=64,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: cat %t/h/*.ptxas.txt | FileCheck %s --check-prefix=SPILLS
-// RUN: not grep -E "[1-9][0-9]* bytes spill" %t/h/smla_d512_dt64_h16_g1_b64_natural_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h32_g1_b64_s2_base2_pos_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h64_g1_b64_s4_base2_pos_bf16_bf16.ptxas.txt
+// RUN: not grep -E "[1-9][0-9]* bytes spill" %t/h/smla_d512_dt64_h16_g1_b64_natural_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h32_g1_b32_base2_pos_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h64_g1_b32_s2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: cat %t/h/*.ptx | FileCheck %s --check-prefix=MMA
 // RUN: smla-compile -o %t/s -quiet -mma=false --config d=512,dt=64,heads=16,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=SCALAR < %t/s/smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.ptx
@@ -50,12 +50,13 @@
 // PTX-DAG: .param .u32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_12,
 // PTX-DAG: .param .f32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_13
 
-// H = 16, 32 and 64 (16 heads per CTA): no spills, with tensor cores.
+// The library's H = 16 (block 64), 32 and 64 (block 32; 64 as two CTAs of
+// 32 heads): no spills, with tensor cores.
 // SPILLS: Function properties for smla_d512_dt64_h16_g1_b64_natural_bf16_bf16_bwd
 // SPILLS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-// SPILLS: Function properties for smla_d512_dt64_h32_g1_b64_s2_base2_pos_bf16_bf16_bwd
+// SPILLS: Function properties for smla_d512_dt64_h32_g1_b32_base2_pos_bf16_bf16_bwd
 // SPILLS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-// SPILLS: Function properties for smla_d512_dt64_h64_g1_b64_s4_base2_pos_bf16_bf16_bwd
+// SPILLS: Function properties for smla_d512_dt64_h64_g1_b32_s2_base2_pos_bf16_bf16_bwd
 // SPILLS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // MMA-COUNT-3: .entry {{.*}}_bwd(
 // MMA: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
@@ -76,9 +77,10 @@
 
 // SPLIT: smla-compile: error: --config 'heads=16,head_blocks=3': head_blocks (3) must divide the heads per group (16)
 
-// H = 128 is split by itself into eight head blocks of 16 (one CTA each):
-// the grid's second extent counts them; the tiles, with q and do staged,
-// are those of H = 16 (the same 166016 bytes).
+// H = 128 at block 64 is split by itself into eight head blocks of 16 (one
+// CTA each): 64 or 32 heads per CTA cannot stage both their q and do rows
+// at block 64. The grid's second extent counts the blocks; the tiles, with
+// q and do staged, are those of H = 16 (the same 166016 bytes).
 // H128: "head_blocks": 8
 // H128-NEXT: "heads": 128
 // H128: "entry": "smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16_bwd"
@@ -90,18 +92,20 @@
 // H128-NEXT: 1
 // H128-PTXAS: Function properties for smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16_bwd
 
-// The auto split aims at 16 heads per CTA: 48 heads -> 3 blocks of 16. A
-// group of 17 heads (prime) would give blocks of one head: it stays whole
-// (at most 64). An explicit head_blocks=1 is kept.
+// Without head_blocks, smla-compile keeps the fewest head blocks (of 16 to
+// 64 heads) whose CTA stages both q and do: H = 64 at block 64 stages both
+// only with 16 heads per CTA (4 blocks, 166016 bytes). A group of 17 heads
+// (prime) has one candidate, itself. An explicit head_blocks is kept.
+// AUTO: "head_blocks": 4,
+// AUTO-NEXT: "heads": 64
+// AUTO: "entry": "smla_d512_dt64_h64_g1_b64_s4_base2_bf16_bf16_bwd"
+// AUTO: "dynamic_smem": 166016
 // AUTO: "head_blocks": 1,
 // AUTO-NEXT: "heads": 34
 // AUTO: "entry": "smla_d64_dt32_h34_g2_b16_base2_bf16_bf16_bwd"
-// AUTO: "head_blocks": 3,
-// AUTO-NEXT: "heads": 48
-// AUTO: "entry": "smla_d64_dt32_h48_g1_b16_s3_base2_bf16_bf16_bwd"
-// AUTO: "head_blocks": 1,
+// AUTO: "head_blocks": 4,
 // AUTO-NEXT: "heads": 64
-// AUTO: "entry": "smla_d64_dt32_h64_g1_b16_base2_bf16_bf16_bwd"
+// AUTO: "entry": "smla_d64_dt32_h64_g1_b16_s4_base2_bf16_bf16_bwd"
 // H128-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 // --ctas-per-sm bounds the staging of q and do rows: H = 16, block 32 has

@@ -16,6 +16,7 @@
 #include "smla/Pipelines/Pipelines.h"
 #include "smla/Target/KernelSpec.h"
 
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
@@ -113,19 +114,41 @@ int main(int argc, char **argv) {
     std::optional<KernelSpec> spec = parseKernelSpec(text, error);
     if (!spec)
       return fail("--config '" + text + "': " + error);
+    // Without head_blocks, the first candidate split whose bwd kernel
+    // stages both the q and the do rows (KernelSpec::headBlockCandidates).
+    // A candidate other than the last may fail (its tiles do not fit in
+    // shared memory): its diagnostics are dropped and the next one tried.
+    std::vector<int64_t> splits = spec->headBlocks
+                                      ? std::vector<int64_t>{spec->headBlocks}
+                                      : spec->headBlockCandidates();
+    OwningOpRef<ModuleOp> module;
+    std::vector<KernelInfo> infos;
+    for (auto [i, split] : llvm::enumerate(splits)) {
+      bool last = i + 1 == splits.size();
+      std::optional<ScopedDiagnosticHandler> quietProbe;
+      if (!last)
+        quietProbe.emplace(&context, [](Diagnostic &) { return success(); });
+      spec->headBlocks = split;
+      module = parseSourceString<ModuleOp>(spec->source(), &context);
+      if (!module)
+        return fail("--config '" + text + "': the configuration was rejected");
+      if (!useMma)
+        (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
+      PassManager kernelsPm(&context);
+      buildGpuKernelPipeline(kernelsPm, ctaThreads, ctasPerSm);
+      if (failed(kernelsPm.run(*module))) {
+        if (!last)
+          continue;
+        return fail("--config '" + text + "': lowering to kernels failed");
+      }
+      infos = collectKernelInfo(*module);
+      bool stagesBoth = llvm::any_of(infos, [](const KernelInfo &k) {
+        return k.kind == "bwd" && k.staged.size() == 2;
+      });
+      if (stagesBoth)
+        break;
+    }
     std::string name = spec->name();
-    OwningOpRef<ModuleOp> module =
-        parseSourceString<ModuleOp>(spec->source(), &context);
-    if (!module)
-      return fail("--config '" + text + "': the configuration was rejected");
-
-    if (!useMma)
-      (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
-    PassManager kernelsPm(&context);
-    buildGpuKernelPipeline(kernelsPm, ctaThreads, ctasPerSm);
-    if (failed(kernelsPm.run(*module)))
-      return fail("--config '" + text + "': lowering to kernels failed");
-    std::vector<KernelInfo> infos = collectKernelInfo(*module);
     if (emitMlir) {
       std::string s;
       llvm::raw_string_ostream os(s);

@@ -25,21 +25,22 @@ namespace mlir::smla {
 struct KernelSpec {
   int64_t d = 512, dt = 64, heads = 16, groups = 1, block = 64;
   bool lseBase2 = true, positions = false, dqF32 = false, dkvF32 = false;
-  /// Blocks the heads of one group are split into (one CTA each); 0 until
-  /// parsed, then the value given or autoHeadBlocks(heads / groups).
+  /// Blocks the heads of one group are split into (one CTA each); 0 when
+  /// not given: smla-compile then picks one of headBlockCandidates().
   int64_t headBlocks = 0;
-  /// Rows per CTA the auto split aims for: one m16 mma tile. Measured on
-  /// the H200 against larger blocks at the same (row, slot) count: H=32 as
-  /// 2 x 16 1.29x, H=64 as 4 x 16 1.71x, H=128 as 8 x 16 1.72x faster
-  /// (docs/performance.md, fifth session).
-  static constexpr int64_t kHeadsPerBlock = 16;
-  /// The most heads one CTA can hold (its dQ accumulator and score tiles
-  /// must fit in shared memory).
-  static constexpr int64_t kMaxHeadsPerBlock = 64;
-  /// The fewest blocks that divide `hg` heads into at most kHeadsPerBlock
-  /// each, unless that leaves fewer than 8 (a prime hg such as 17): then the
-  /// fewest that leave at most kMaxHeadsPerBlock.
-  static int64_t autoHeadBlocks(int64_t hg);
+  /// The split counts smla-compile tries when none is given, fewest blocks
+  /// first: every n dividing hg = heads / groups with min(16, hg) <=
+  /// hg / n <= 64 (a block never drops below one m16 mma tile of heads;
+  /// 64 heads is the most whose tiles fit). smla-compile keeps the first
+  /// whose bwd kernel stages both the q and the do rows in shared memory,
+  /// else the last. Measured on the H200: a CTA that stages both is worth
+  /// 1.3-1.7x, and among those the one with more heads per CTA wins (fewer
+  /// dKV reductions): H=64 as 2 x 32 heads at block 32 is 1.37x over
+  /// 4 x 16 at block 64 (docs/performance.md, fifth session). A hg with
+  /// no such divisor (a prime above 64) keeps the fewest blocks of at most
+  /// 64 heads.
+  std::vector<int64_t> headBlockCandidates() const;
+  static constexpr int64_t kMinHeadsPerBlock = 16, kMaxHeadsPerBlock = 64;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16
   /// (with `_s2` after the block for two head blocks per group).
@@ -62,6 +63,9 @@ struct KernelInfo {
   /// Manifest type of each parameter: "ptr", "i32" or "f32".
   std::vector<std::string> paramTypes;
   int64_t threads = 0, dynamicSmem = 0;
+  /// The tensors whose rows the kernel stages in shared memory
+  /// (`smla.staged`, set by smla-gpu-map): "q", "do", both or none.
+  std::vector<std::string> staged;
 };
 
 /// The kernels of the `gpu.module`s in `module`, from the attributes

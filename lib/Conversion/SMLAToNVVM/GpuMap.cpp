@@ -274,6 +274,11 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   }
   if (!stage[0] && !stage[1])
     return;
+  SmallVector<Attribute> stagedNames;
+  for (int i = 0; i < 2; ++i)
+    if (stage[i])
+      stagedNames.push_back(b.getStringAttr(i == 0 ? "q" : "do"));
+  kernel->setAttr(kStagedAttr, b.getArrayAttr(stagedNames));
 
   MLIRContext *ctx = b.getContext();
   auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);

@@ -10,6 +10,7 @@
 // and followed by a barrier before any block op.
 
 // MAP-LABEL: gpu.func @one_group_bwd
+// MAP-SAME: smla.staged = ["q", "do"]
 // MAP: %[[T:block_id_x]] = gpu.block_id x
 // MAP-NEXT: %[[G:block_id_y]] = gpu.block_id y
 // MAP: gpu.thread_id x
@@ -39,6 +40,7 @@
 // With room for 32 CTAs per SM (6272 bytes each) nothing is staged: the
 // block products read q and do in global memory at (token, head block).
 // TIGHT-LABEL: gpu.func @one_group_bwd
+// TIGHT-NOT: smla.staged
 // TIGHT-NOT: nvgpu.device_async_copy {{.*}} memref<?x4x96xbf16>
 // TIGHT: smla.tile_dot %{{.*}}[%block_id_x, %block_id_y], %{{.*}} : memref<?x4x96xbf16>
 // TIGHT: smla.tile_dot %{{.*}}[%block_id_x, %block_id_y], %{{.*}} : memref<?x4x64xbf16>
@@ -51,6 +53,7 @@ func.func @one_group(%q: memref<?x4x96xbf16>, %kv: memref<?x1x96xbf16>, %o: memr
 // Four heads in two head blocks of 2: block g stages rows 2g and 2g + 1.
 // MAP-LABEL: gpu.func @head_blocks_bwd
 // MAP-SAME: smla.grid = ["T", "2", "1"]
+// MAP-SAME: smla.staged = ["q", "do"]
 // MAP: %[[T2:block_id_x]] = gpu.block_id x
 // MAP-NEXT: %[[G2:block_id_y]] = gpu.block_id y
 // MAP: gpu.thread_id x

@@ -45,6 +45,9 @@ constexpr llvm::StringLiteral kDynamicSmemAttr = "smla.dynamic_smem";
 constexpr llvm::StringLiteral kKernelKindAttr = "smla.kind";
 constexpr llvm::StringLiteral kParamNamesAttr = "smla.params";
 constexpr llvm::StringLiteral kGridAttr = "smla.grid";
+/// On the bwd gpu.func: the tensors whose rows smla-gpu-map staged in shared
+/// memory (["q", "do"], ["q"] or absent).
+constexpr llvm::StringLiteral kStagedAttr = "smla.staged";
 /// The f32 kernel parameter holding the softmax scale. The `scale`
 /// attributes of smla.softmax / smla.dscores (from the op's `sm_scale`) are
 /// compile-time placeholders: in a kernel with this parameter the lowering
