@@ -114,6 +114,24 @@ bool mlir::smla::runPtxas(llvm::StringRef ptxas, llvm::StringRef ptxPath,
   return true;
 }
 
+std::optional<std::string> mlir::smla::withMinCtasPerSm(llvm::StringRef ptx,
+                                                       llvm::StringRef entry,
+                                                       int64_t ctas) {
+  size_t at = ptx.find((".entry " + entry + "(").str());
+  if (at == llvm::StringRef::npos)
+    return std::nullopt;
+  size_t maxntid = ptx.find(".maxntid", at);
+  size_t body = ptx.find('{', at);
+  if (maxntid == llvm::StringRef::npos || maxntid > body)
+    return std::nullopt;
+  size_t eol = ptx.find('\n', maxntid);
+  if (eol == llvm::StringRef::npos)
+    return std::nullopt;
+  return (ptx.take_front(eol + 1) + ".minnctapersm " + std::to_string(ctas) +
+          "\n" + ptx.drop_front(eol + 1))
+      .str();
+}
+
 std::string mlir::smla::sha256Hex(llvm::StringRef bytes) {
   std::array<uint8_t, 32> hash = llvm::SHA256::hash(llvm::ArrayRef<uint8_t>(
       reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size()));

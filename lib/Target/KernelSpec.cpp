@@ -146,6 +146,11 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       ok = integer(s.block);
     else if (key == "head_blocks")
       ok = integer(s.headBlocks);
+    else if (key == "threads")
+      ok = integer(s.threads) && s.threads >= 64 && s.threads <= 1024 &&
+           s.threads % 32 == 0;
+    else if (key == "ctas_per_sm")
+      ok = integer(s.ctasPerSm) && s.ctasPerSm >= 1 && s.ctasPerSm <= 32;
     else if (key == "positions")
       ok = boolean(s.positions);
     else if (key == "dq")
@@ -162,7 +167,7 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     } else
       return fail("unknown configuration key '" + key +
                   "' (expected d, dt, heads, groups, block, head_blocks, lse, "
-                  "positions, dq, dkv)");
+                  "positions, dq, dkv, threads, ctas_per_sm)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");

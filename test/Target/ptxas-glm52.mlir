@@ -12,6 +12,11 @@
 // RUN: FileCheck %s --check-prefix=C1 < %t/c1/manifest.json
 // RUN: FileCheck %s --check-prefix=C2 < %t/c2/manifest.json
 // RUN: FileCheck %s --check-prefix=C3 < %t/c3/manifest.json
+// RUN: not grep minnctapersm %t/c2/smla_d512_dt64_h16_g1_b32_base2_pos_bf16_bf16.ptx
+// RUN: smla-compile -o %t/c2r -quiet --config d=512,dt=64,heads=16,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16,threads=512,ctas_per_sm=2
+// RUN: FileCheck %s --check-prefix=C2R < %t/c2r/smla_d512_dt64_h16_g1_b32_base2_pos_bf16_bf16.ptx
+// RUN: FileCheck %s --check-prefix=C2R-REGS < %t/c2r/smla_d512_dt64_h16_g1_b32_base2_pos_bf16_bf16.ptxas.txt
+// RUN: not smla-compile -o %t/bad -quiet --config heads=16,threads=100 2>&1 | FileCheck %s --check-prefix=THREADS
 // RUN: not smla-compile -o %t/c0 --ctas-per-sm 0 --config heads=16 2>&1 | FileCheck %s --check-prefix=C0
 // RUN: smla-compile -o %t/h128 -quiet --config d=512,dt=64,heads=128,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=H128 < %t/h128/manifest.json
@@ -69,7 +74,7 @@
 // MANIFEST-NOT: "sm_scale": {{[0-9]}}
 // MANIFEST: "format": "smla-manifest"
 // MANIFEST: "kind": "bwd"
-// MANIFEST: "dynamic_smem": 166016
+// MANIFEST: "dynamic_smem": 156800
 // MANIFEST: "name": "sm_scale",
 // MANIFEST-NEXT: "type": "f32"
 
@@ -80,12 +85,12 @@
 // H = 128 at block 64 is split by itself into eight head blocks of 16 (one
 // CTA each): 64 or 32 heads per CTA cannot stage both their q and do rows
 // at block 64. The grid's second extent counts the blocks; the tiles, with
-// q and do staged, are those of H = 16 (the same 166016 bytes).
+// q and do staged, are those of H = 16 (the same 156800 bytes).
 // H128: "head_blocks": 8
 // H128-NEXT: "heads": 128
 // H128: "entry": "smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16_bwd"
 // H128-NEXT: "kind": "bwd"
-// H128: "dynamic_smem": 166016
+// H128: "dynamic_smem": 156800
 // H128-NEXT: "grid": [
 // H128-NEXT: "T",
 // H128-NEXT: 8,
@@ -94,12 +99,12 @@
 
 // Without head_blocks, smla-compile keeps the fewest head blocks (of 16 to
 // 64 heads) whose CTA stages both q and do: H = 64 at block 64 stages both
-// only with 16 heads per CTA (4 blocks, 166016 bytes). A group of 17 heads
+// only with 16 heads per CTA (4 blocks, 156800 bytes). A group of 17 heads
 // (prime) has one candidate, itself. An explicit head_blocks is kept.
 // AUTO: "head_blocks": 4,
 // AUTO-NEXT: "heads": 64
 // AUTO: "entry": "smla_d512_dt64_h64_g1_b64_s4_base2_bf16_bf16_bwd"
-// AUTO: "dynamic_smem": 166016
+// AUTO: "dynamic_smem": 156800
 // AUTO: "head_blocks": 1,
 // AUTO-NEXT: "heads": 34
 // AUTO: "entry": "smla_d64_dt32_h34_g2_b16_base2_bf16_bf16_bwd"
@@ -109,11 +114,24 @@
 // H128-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 // --ctas-per-sm bounds the staging of q and do rows: H = 16, block 32 has
-// 85120 B of tiles; staged q adds 18688 B and do 16640 B. One CTA per SM
-// stages both, two (115712 B each) only q, three (76800 B) neither.
-// C1: "dynamic_smem": 120448
-// C2: "dynamic_smem": 103808
-// C3: "dynamic_smem": 85120
+// 80000 B of tiles (P and dS over the scores and dP tiles); staged q adds
+// 18688 B and do 16640 B. One CTA per SM (226304 B) or two (115712 B
+// each) stage both, three (76800 B) neither.
+// C1: "dynamic_smem": 115328
+// C2: "dynamic_smem": 115328
+// C3: "dynamic_smem": 80000
+
+// At 256 threads ptxas keeps the kernel small enough for 2 CTAs per SM by
+// itself (no directive, above). At 512 threads (config keys threads and
+// ctas_per_sm) it would take 81 registers: smla-compile assembles again
+// with .minnctapersm 2, which caps them at 64.
+// C2R: .entry smla_d512_dt64_h16_g1_b32_base2_pos_bf16_bf16_bwd(
+// C2R: .maxntid 512, 1, 1
+// C2R-NEXT: .minnctapersm 2
+// C2R-REGS: Function properties for smla_d512_dt64_h16_g1_b32_base2_pos_bf16_bf16_bwd
+// C2R-REGS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// C2R-REGS-NEXT: Used {{[1-5]?[0-9]|6[0-4]}} registers
+// THREADS: smla-compile: error: --config 'heads=16,threads=100': bad value '100' for configuration key 'threads'
 // C0: smla-compile: error: --ctas-per-sm 0: must be in [1, 32]
 
 // SCALE: smla-compile: error: --config 'sm_scale=0.1': sm_scale is not a compile-time setting: the bwd kernel takes it as its f32 'sm_scale' parameter

@@ -65,7 +65,8 @@ static cl::opt<int> ctaThreads(
 static cl::opt<int> ctasPerSm(
     "ctas-per-sm",
     cl::desc("Stage q/do rows in shared memory only within the share that "
-             "leaves room for this many bwd CTAs per SM (1 to 32)"),
+             "leaves room for this many bwd CTAs per SM, and cap registers "
+             "for as many (.minnctapersm; 1 to 32)"),
     cl::init(1));
 static cl::opt<bool> quiet("quiet", cl::desc("Print nothing on success"),
                            cl::init(false));
@@ -135,7 +136,9 @@ int main(int argc, char **argv) {
       if (!useMma)
         (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
       PassManager kernelsPm(&context);
-      buildGpuKernelPipeline(kernelsPm, ctaThreads, ctasPerSm);
+      buildGpuKernelPipeline(kernelsPm,
+                             spec->threads ? spec->threads : ctaThreads,
+                             spec->ctasPerSm ? spec->ctasPerSm : ctasPerSm);
       if (failed(kernelsPm.run(*module))) {
         if (!last)
           continue;
@@ -179,6 +182,27 @@ int main(int argc, char **argv) {
     std::string log;
     if (!runPtxas(ptxasPath, ptxPath, cubinPath, log))
       return fail("--config '" + text + "': " + log);
+    // When the registers ptxas chose would keep fewer bwd CTAs per SM than
+    // the shared memory was sized for, assemble again with .minnctapersm.
+    // (Not always: ptxas told an occupancy target tends to spend registers
+    // up to its cap, e.g. 102 instead of 55 at 256 threads and 2 CTAs.)
+    int64_t threads = spec->threads ? spec->threads : ctaThreads;
+    int64_t ctas = spec->ctasPerSm ? spec->ctasPerSm : ctasPerSm;
+    for (const PtxasUsage &u : parsePtxasReport(log)) {
+      int64_t warps = (threads + 31) / 32;
+      int64_t perWarp = llvm::alignTo(u.registers * 32, 256);
+      if (ctas < 2 || !llvm::StringRef(u.entry).ends_with("_bwd") ||
+          perWarp * warps * ctas <= 65536)
+        continue;
+      std::optional<std::string> capped = withMinCtasPerSm(*ptx, u.entry, ctas);
+      if (!capped)
+        return fail("--config '" + text + "': no .maxntid for " + u.entry);
+      ptx = std::move(capped);
+      if (!writeFile(ptxPath, *ptx) ||
+          !runPtxas(ptxasPath, ptxPath, cubinPath, log))
+        return fail("--config '" + text + "': " + log);
+      break;
+    }
     writeFile(outDir + "/" + name + ".ptxas.txt", log);
     for (const PtxasUsage &u : parsePtxasReport(log)) {
       if (!quiet)

@@ -41,6 +41,11 @@ struct KernelSpec {
   /// 64 heads.
   std::vector<int64_t> headBlockCandidates() const;
   static constexpr int64_t kMinHeadsPerBlock = 16, kMaxHeadsPerBlock = 64;
+  /// Threads per bwd CTA and the CTAs per SM its shared memory and
+  /// registers leave room for (keys `threads`, `ctas_per_sm`); 0: the
+  /// smla-compile defaults (--cta-threads, --ctas-per-sm). Not part of the
+  /// name: one library holds one variant of each configuration.
+  int64_t threads = 0, ctasPerSm = 0;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16
   /// (with `_s2` after the block for two head blocks per group).
@@ -86,6 +91,14 @@ std::vector<PtxasUsage> parsePtxasReport(llvm::StringRef log);
 /// `log`, false (with `log` explaining) on failure.
 bool runPtxas(llvm::StringRef ptxas, llvm::StringRef ptxPath,
               llvm::StringRef cubinPath, std::string &log);
+
+/// `ptx` with `.minnctapersm ctas` added to the directives of `entry` (after
+/// its `.maxntid`), which makes ptxas cap the entry's registers so that
+/// `ctas` CTAs fit in one SM; nullopt if the entry or its `.maxntid` is not
+/// found. (`--maxrregcount` does not apply to entries with `.maxntid`.)
+std::optional<std::string> withMinCtasPerSm(llvm::StringRef ptx,
+                                            llvm::StringRef entry,
+                                            int64_t ctas);
 
 /// Lower-case hex SHA-256 of `bytes`.
 std::string sha256Hex(llvm::StringRef bytes);

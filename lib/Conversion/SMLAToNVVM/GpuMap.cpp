@@ -347,6 +347,34 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   });
 }
 
+/// softmax and dscores are elementwise: their lowering reads and writes
+/// element (h, j) of their [Hb, B] tiles in the same thread. When the tile
+/// one of them reads (scores, dP) has no reader but that op and is written
+/// only by tile_dot, the op's result tile (P, dS) can live in the same
+/// shared memory. Result alloca -> input alloca.
+DenseMap<Value, Value> inPlaceTiles(func::FuncOp func) {
+  DenseMap<Value, Value> out;
+  auto alias = [&](Operation *op, Value in, Value result) {
+    if (!in.getDefiningOp<memref::AllocaOp>() ||
+        !result.getDefiningOp<memref::AllocaOp>() ||
+        in.getType() != result.getType())
+      return;
+    for (Operation *user : in.getUsers()) {
+      auto dot = dyn_cast<TileDotOp>(user);
+      if (user != op && !(dot && dot.getResult() == in))
+        return;
+    }
+    out[result] = in;
+  };
+  func.walk([&](Operation *op) {
+    if (auto softmax = dyn_cast<SoftmaxOp>(op))
+      alias(op, softmax.getScores(), softmax.getProbs());
+    else if (auto dscores = dyn_cast<DScoresOp>(op))
+      alias(op, dscores.getDp(), dscores.getDs());
+  });
+  return out;
+}
+
 LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                           int64_t threads, int64_t ctasPerSm) {
   FailureOr<Roles> roles = findRoles(func);
@@ -385,7 +413,10 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     bindParams(b, loc, kernel, tensors, scalars, mapping);
     Value t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value g = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+    DenseMap<Value, Value> inPlace = inPlaceTiles(func);
     for (auto alloca : func.getBody().front().getOps<memref::AllocaOp>()) {
+      if (inPlace.count(alloca.getResult()))
+        continue;
       MemRefType type = alloca.getType();
       SmallVector<int64_t> shape(type.getShape());
       // Key tiles (gather destinations) get rows padded by 16 bytes: with a
@@ -423,6 +454,8 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
       }
       mapping.map(alloca.getResult(), buffer);
     }
+    for (auto [result, input] : inPlace)
+      mapping.map(result, mapping.lookup(input));
     SetVector<Value> above;
     getUsedValuesDefinedAbove(tokenLoop.getRegion(), above);
     for (Value v : above)

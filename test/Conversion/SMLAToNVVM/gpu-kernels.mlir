@@ -14,9 +14,10 @@
 // CHECK-SAME: %arg10: i32, %[[SCALE:arg11]]: f32) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // The key tile is 16 x (96 + 8) bf16 (rows padded by 16 bytes), the dQ
-// accumulator 2 x (96 + 8) f32 (rows padded by 32 bytes), and the head
-// block's 2 q rows (2 x 104 bf16) and do rows (2 x 72 bf16) are staged.
-// CHECK-SAME: smla.dynamic_smem = 5760
+// accumulator 2 x (96 + 8) f32 (rows padded by 32 bytes), two 2 x 16 f32
+// tiles (scores then P, dP then dS), and the head block's 2 q rows
+// (2 x 104 bf16) and do rows (2 x 72 bf16) are staged.
+// CHECK-SAME: smla.dynamic_smem = 5504
 // CHECK-SAME: smla.grid = ["T", "2", "1"], smla.kind = "bwd"
 // CHECK-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "T", "S_kv", "K", "sm_scale"]
 // CHECK-NOT: 1.020000e-01

@@ -37,14 +37,17 @@
 // LOWER: llvm.load %{{[0-9]+}} {alignment = 4 : i64} : !llvm.ptr<3> -> i32
 // LOWER: nvvm.mma.sync
 
-// With room for 32 CTAs per SM (6272 bytes each) nothing is staged: the
-// block products read q and do in global memory at (token, head block).
+// With room for 32 CTAs per SM (6272 bytes each) only the do rows fit next
+// to the tiles: the q.k product reads q in global memory at (token, head
+// block), the do.v product the staged rows, and scatter_dkv, which reads
+// them staged only when both are, global memory.
 // TIGHT-LABEL: gpu.func @one_group_bwd
-// TIGHT-NOT: smla.staged
+// TIGHT-SAME: smla.staged = ["do"]
 // TIGHT-NOT: nvgpu.device_async_copy {{.*}} memref<?x4x96xbf16>
 // TIGHT: smla.tile_dot %{{.*}}[%block_id_x, %block_id_y], %{{.*}} : memref<?x4x96xbf16>
-// TIGHT: smla.tile_dot %{{.*}}[%block_id_x, %block_id_y], %{{.*}} : memref<?x4x64xbf16>
+// TIGHT: smla.tile_dot %{{.*}}[%c0{{.*}}, %c0{{.*}}], %{{.*}} : memref<1x4x64xbf16, strided<[288, 72, 1]>
 // TIGHT: smla.scatter_dkv %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}[%block_id_x, %block_id_y] rows
+
 func.func @one_group(%q: memref<?x4x96xbf16>, %kv: memref<?x1x96xbf16>, %o: memref<?x4x64xbf16>, %dout: memref<?x4x64xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x4xf32>, %dq: memref<?x4x96xbf16>, %dkv_accum: memref<?x1x96xf32>, %dkv: memref<?x1x96xbf16>) {
   smla.sparse_attention_bwd q(%q : memref<?x4x96xbf16>) kv(%kv : memref<?x1x96xbf16>) o(%o : memref<?x4x64xbf16>) dout(%dout : memref<?x4x64xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x4xf32>) dq(%dq : memref<?x4x96xbf16>) dkv_accum(%dkv_accum : memref<?x1x96xf32>) dkv(%dkv : memref<?x1x96xbf16>) {config = #smla.config<d = 64, dt = 32, heads = 4, groups = 1, block = 16, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>, sm_scale = 0.102 : f32}
   return
