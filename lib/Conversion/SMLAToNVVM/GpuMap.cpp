@@ -350,8 +350,11 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
 /// softmax and dscores are elementwise: their lowering reads and writes
 /// element (h, j) of their [Hb, B] tiles in the same thread. When the tile
 /// one of them reads (scores, dP) has no reader but that op and is written
-/// only by tile_dot, the op's result tile (P, dS) can live in the same
-/// shared memory. Result alloca -> input alloca.
+/// only by tile_dots before it in its block, and every other use of the
+/// op's result tile (P, dS) follows it in that block, the result can live
+/// in the same shared memory: within one pass over the block nothing
+/// writes the input again before the result's last use. Result alloca ->
+/// input alloca.
 DenseMap<Value, Value> inPlaceTiles(func::FuncOp func) {
   DenseMap<Value, Value> out;
   auto alias = [&](Operation *op, Value in, Value result) {
@@ -359,11 +362,18 @@ DenseMap<Value, Value> inPlaceTiles(func::FuncOp func) {
         !result.getDefiningOp<memref::AllocaOp>() ||
         in.getType() != result.getType())
       return;
+    Block *block = op->getBlock();
     for (Operation *user : in.getUsers()) {
       auto dot = dyn_cast<TileDotOp>(user);
-      if (user != op && !(dot && dot.getResult() == in))
+      if (user != op && !(dot && dot.getResult() == in &&
+                          dot->getBlock() == block &&
+                          dot->isBeforeInBlock(op)))
         return;
     }
+    for (Operation *user : result.getUsers())
+      if (user != op &&
+          (user->getBlock() != block || !op->isBeforeInBlock(user)))
+        return;
     out[result] = in;
   };
   func.walk([&](Operation *op) {
