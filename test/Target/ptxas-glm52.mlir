@@ -17,6 +17,7 @@
 // RUN: FileCheck %s --check-prefix=C2R < %t/c2r/smla_d512_dt64_h16_g1_b32_base2_pos_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=C2R-REGS < %t/c2r/smla_d512_dt64_h16_g1_b32_base2_pos_bf16_bf16.ptxas.txt
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,threads=100 2>&1 | FileCheck %s --check-prefix=THREADS
+// RUN: not smla-compile -o %t/bad -quiet --config heads=16,threads=1024,ctas_per_sm=3 2>&1 | FileCheck %s --check-prefix=RESIDENT
 // RUN: not smla-compile -o %t/c0 --ctas-per-sm 0 --config heads=16 2>&1 | FileCheck %s --check-prefix=C0
 // RUN: smla-compile -o %t/h128 -quiet --config d=512,dt=64,heads=128,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=H128 < %t/h128/manifest.json
@@ -131,6 +132,7 @@
 // C2R-REGS: Function properties for smla_d512_dt64_h16_g1_b32_base2_pos_bf16_bf16_bwd
 // C2R-REGS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // C2R-REGS-NEXT: Used {{[1-5]?[0-9]|6[0-4]}} registers
+// RESIDENT: smla-compile: error: --config 'heads=16,threads=1024,ctas_per_sm=3': 3 CTAs of 1024 threads cannot be resident on one SM (2048 threads)
 // THREADS: smla-compile: error: --config 'heads=16,threads=100': bad value '100' for configuration key 'threads'
 // C0: smla-compile: error: --ctas-per-sm 0: must be in [1, 32]
 

@@ -115,6 +115,12 @@ int main(int argc, char **argv) {
     std::optional<KernelSpec> spec = parseKernelSpec(text, error);
     if (!spec)
       return fail("--config '" + text + "': " + error);
+    int64_t threads = spec->threads ? spec->threads : ctaThreads;
+    int64_t ctas = spec->ctasPerSm ? spec->ctasPerSm : ctasPerSm;
+    if (threads * ctas > 2048)
+      return fail("--config '" + text + "': " + std::to_string(ctas) +
+                  " CTAs of " + std::to_string(threads) +
+                  " threads cannot be resident on one SM (2048 threads)");
     // Without head_blocks, the first candidate split whose bwd kernel
     // stages both the q and the do rows (KernelSpec::headBlockCandidates).
     // A candidate other than the last may fail (its tiles do not fit in
@@ -136,9 +142,7 @@ int main(int argc, char **argv) {
       if (!useMma)
         (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
       PassManager kernelsPm(&context);
-      buildGpuKernelPipeline(kernelsPm,
-                             spec->threads ? spec->threads : ctaThreads,
-                             spec->ctasPerSm ? spec->ctasPerSm : ctasPerSm);
+      buildGpuKernelPipeline(kernelsPm, threads, ctas);
       if (failed(kernelsPm.run(*module))) {
         if (!last)
           continue;
@@ -186,8 +190,6 @@ int main(int argc, char **argv) {
     // the shared memory was sized for, assemble again with .minnctapersm.
     // (Not always: ptxas told an occupancy target tends to spend registers
     // up to its cap, e.g. 102 instead of 55 at 256 threads and 2 CTAs.)
-    int64_t threads = spec->threads ? spec->threads : ctaThreads;
-    int64_t ctas = spec->ctasPerSm ? spec->ctasPerSm : ctasPerSm;
     for (const PtxasUsage &u : parsePtxasReport(log)) {
       int64_t warps = (threads + 31) / 32;
       int64_t perWarp = llvm::alignTo(u.registers * 32, 256);

@@ -327,8 +327,15 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   nvgpu::DeviceAsyncWaitOp::create(b, loc, copies, b.getI32IntegerAttr(0));
   gpu::BarrierOp::create(b, loc);
 
+  // Only ops that read the CTA's own rows (token t, head block g) move to
+  // the staged view.
+  auto own = [&](Value token, Value headBlock) {
+    return token == t && headBlock == g;
+  };
   kernel.walk([&](Operation *op) {
     if (auto dot = dyn_cast<TileDotOp>(op)) {
+      if (!own(dot.getToken(), dot.getHeadBlock()))
+        return;
       if (Value s = staged.lookup(dot.getLhs())) {
         dot.getLhsMutable().assign(s);
         dot.getTokenMutable().assign(zero);
@@ -337,7 +344,7 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
     } else if (auto scatter = dyn_cast<ScatterDkvOp>(op)) {
       Value s1 = staged.lookup(scatter.getQ());
       Value s2 = staged.lookup(scatter.getDout());
-      if (s1 && s2) {
+      if (s1 && s2 && own(scatter.getToken(), scatter.getHeadBlock())) {
         scatter.getQMutable().assign(s1);
         scatter.getDoutMutable().assign(s2);
         scatter.getTokenMutable().assign(zero);
