@@ -66,4 +66,11 @@ runtime::KernelLibrary &kernelLibrary() {
   return *library;
 }
 
+bool takesParam(const runtime::KernelEntry &entry, const char *name) {
+  for (const runtime::ParamSpec &param : entry.params)
+    if (param.name == name)
+      return true;
+  return false;
+}
+
 } // namespace smla::ext

@@ -32,6 +32,10 @@ std::string kernelDirectory();
 /// how it was chosen) if it cannot be opened.
 runtime::KernelLibrary &kernelLibrary();
 
+/// Whether `entry` has a parameter called `name` (kernels built before a
+/// parameter existed lack it).
+bool takesParam(const runtime::KernelEntry &entry, const char *name);
+
 } // namespace smla::ext
 
 #endif // SMLA_PYTHON_KERNELDIRECTORY_H

@@ -9,7 +9,8 @@
 //   1. the "bwd" kernel: dq in its compiled type, fp32 reductions into
 //      dkv_accum, guard counters; Delta = rowsum(o * dout) is fused into it,
 //      so a given `delta` is refused unless the kernel takes a "delta"
-//      parameter (the Python API routes such calls to the reference);
+//      parameter (the Python API routes such calls to the reference); on
+//      row-sorted indices, chunk by chunk, when SlotWalk.h says so;
 //   2. dkv = dkv_accum cast to dkv_dtype: a "dkv_cast" kernel, else torch
 //      (nothing to do for fp32, which returns dkv_accum itself).
 // A bwd kernel always accumulates into fp32 dkv_accum, so one compiled for
@@ -22,6 +23,7 @@
 
 #include "ArgumentChecks.h"
 #include "KernelDirectory.h"
+#include "SlotWalk.h"
 
 #include "smla/runtime/Error.h"
 #include "smla/runtime/Launcher.h"
@@ -31,6 +33,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <tuple>
 
 namespace smla::ext {
@@ -53,7 +56,7 @@ runtime::ParamValue ptrOf(const at::Tensor &t) {
 /// the parameter. Kernels ignore names they do not take, so one map serves
 /// every kind. This is the one place to adapt when the names change.
 runtime::ParamValues kernelParams(const KernelTensors &t, const BwdSizes &n,
-                                  double smScale) {
+                                  double smScale, int32_t walkPeriod = 0) {
   using runtime::ParamValue;
   return {
       {"q", ptrOf(t.q)},
@@ -76,7 +79,20 @@ runtime::ParamValues kernelParams(const KernelTensors &t, const BwdSizes &n,
       {"H", ParamValue::i32(static_cast<int32_t>(n.H))},
       {"G", ParamValue::i32(static_cast<int32_t>(n.G))},
       {"sm_scale", ParamValue::f32(static_cast<float>(smScale))},
+      {"walk_period", ParamValue::i32(walkPeriod)},
   };
+}
+
+/// The per-token rows [t0, t1) of every per-token tensor of `t` (kv, dkv
+/// and the counters are shared by all tokens).
+KernelTensors tokenRows(const KernelTensors &t, int64_t t0, int64_t t1) {
+  KernelTensors c = t;
+  for (at::Tensor *x :
+       {&c.q, &c.o, &c.dout, &c.indices, &c.lse, &c.positions, &c.dq,
+        &c.delta})
+    if (x->defined())
+      *x = x->slice(0, t0, t1);
+  return c;
 }
 
 /// The manifest's name for an output element type.
@@ -131,13 +147,6 @@ Outputs emptyProblem(const BwdArgs &args, const BwdSizes &n) {
   return {dq, dkv, counters};
 }
 
-bool takesParam(const runtime::KernelEntry &entry, const char *name) {
-  for (const runtime::ParamSpec &param : entry.params)
-    if (param.name == name)
-      return true;
-  return false;
-}
-
 /// The bwd kernel: the requested dq and dkv types, else the requested dq type
 /// with the other dkv type (the kernel accumulates fp32 either way).
 const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
@@ -157,7 +166,8 @@ const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
   return library.select(exact);
 }
 
-Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE) {
+Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
+                      const WalkEnvironment &walkEnv) {
   runtime::KernelLibrary &library = kernelLibrary();
   const bool hasPositions =
       args.qPositions.has_value() && args.qPositions->defined();
@@ -205,7 +215,22 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE) {
     }
   }
 
-  library.launch(bwd, stream, sizes, kernelParams(t, n, args.smScale));
+  const SlotWalk walk = chooseSlotWalk(walkEnv, args, n, bwd);
+  if (!walk.sorted) {
+    library.launch(bwd, stream, sizes, kernelParams(t, n, args.smScale));
+  } else {
+    // Row-sorted indices, a bounded chunk of tokens per launch (SlotWalk.h).
+    for (int64_t t0 = 0; t0 < n.T; t0 += walk.chunkTokens) {
+      int64_t t1 = std::min(n.T, t0 + walk.chunkTokens);
+      KernelTensors chunk = tokenRows(t, t0, t1);
+      chunk.indices = sortedIndexRows(args.indices, t0, t1);
+      BwdSizes cn = n;
+      cn.T = t1 - t0;
+      library.launch(bwd, stream,
+                     runtime::GridSizes{cn.T, n.S_kv, n.K, n.H, n.G},
+                     kernelParams(chunk, cn, args.smScale, walk.period));
+    }
+  }
 
   if (!castDkv)
     return {t.dq, t.dkvAccum, t.counters};
@@ -231,11 +256,12 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   const BwdArgs args{q,          kv,    o,       dout,    indices, lse,
                      qPositions, delta, smScale, dqDtype, dkvDtype};
   const BwdSizes n = checkBwdArgs(args, /*requireCuda=*/true);
+  const WalkEnvironment walkEnv = readWalkEnvironment();
   const c10::cuda::CUDAGuard guard(q.device());
   if (n.T == 0 || n.K == 0 || n.S_kv == 0)
     return emptyProblem(args, n);
   try {
-    return launchKernels(args, n, lseBaseE);
+    return launchKernels(args, n, lseBaseE, walkEnv);
   } catch (const runtime::Error &error) {
     TORCH_CHECK(false, error.what());
   }

@@ -108,6 +108,53 @@ def test_compiled_matches_reference(name):
     compare(problem(**args), **kw)
 
 
+# The sorted walk (python/csrc/SlotWalk.h): row-sorted indices, launched in
+# chunks of tokens, with the kernel's rotated block walk. Chunks of 5 tokens
+# (T=24: four full chunks and one of 4, T=6/8: a short last chunk) and a
+# period of 7 CTAs (start blocks 0, n/7, 2n/7, ... differ across a chunk).
+WALK_CASES = ["glm52", "glm52_positions", "glm52_lse_e", "H32", "H64", "H128", "K7",
+              "K1000", "K2047", "G2_H20", "G2_H4_lse_e_f32"]
+
+
+@needs_compiled
+@pytest.mark.parametrize("name", WALK_CASES)
+def test_sorted_walk_matches_reference(name, monkeypatch):
+    monkeypatch.setenv("SMLA_WALK", "sorted")
+    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "5")
+    monkeypatch.setenv("SMLA_WALK_PERIOD", "7")
+    args, kw = CASES[name]
+    compare(problem(**args), **kw)
+
+
+@needs_compiled
+def test_sorted_walk_is_the_given_walk_reordered(monkeypatch):
+    """Same problem, three walks: the sums differ only in fp32 rounding."""
+    p = problem(T=40, S=2000, K=300, D=64, Dt=32, H=4, G=2, lse_base="e")
+    outs = []
+    for walk, period in (("given", "0"), ("sorted", "0"), ("sorted", "3")):
+        monkeypatch.setenv("SMLA_WALK", walk)
+        monkeypatch.setenv("SMLA_WALK_PERIOD", period)
+        outs.append(smla.sparse_mla_bwd(**p, mode="compiled", **F32))
+    for dq, dkv in outs[1:]:
+        assert rel_fro(dq, outs[0][0]) < 1e-5 and rel_fro(dkv, outs[0][1]) < 1e-5
+
+
+@needs_compiled
+def test_walk_environment_is_checked(monkeypatch):
+    p = problem(T=4, S=64, K=16)
+    monkeypatch.setenv("SMLA_WALK", "backwards")
+    with pytest.raises(RuntimeError, match="SMLA_WALK must be auto, sorted or given"):
+        _compiled.sparse_mla_bwd(p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"],
+                                 sm_scale=576 ** -0.5, lse_base=2, dq_dtype=torch.bfloat16,
+                                 dkv_dtype=torch.bfloat16)
+    monkeypatch.setenv("SMLA_WALK", "sorted")
+    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "0")
+    with pytest.raises(RuntimeError, match="SMLA_WALK_CHUNK_TOKENS must be an integer"):
+        _compiled.sparse_mla_bwd(p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"],
+                                 sm_scale=576 ** -0.5, lse_base=2, dq_dtype=torch.bfloat16,
+                                 dkv_dtype=torch.bfloat16)
+
+
 @needs_compiled
 def test_compiled_cp_positions_dsa_indices():
     S = 1024
@@ -182,6 +229,27 @@ def test_cuda_graph_capture():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out[0], want[0])
+    torch.testing.assert_close(out[1].float(), want[1].float(), rtol=1e-2, atol=1e-2)
+
+
+@needs_compiled
+def test_cuda_graph_capture_sorted_walk(monkeypatch):
+    """The sorted walk (sort + chunked launches) is capturable too."""
+    monkeypatch.setenv("SMLA_WALK", "sorted")
+    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "3")
+    p = problem(T=8, S=64, K=32)
+    want = smla.sparse_mla_bwd(**p, mode="compiled")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        smla.sparse_mla_bwd(**p, mode="compiled")
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = smla.sparse_mla_bwd(**p, mode="compiled")
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(out[0].float(), want[0].float(), rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(out[1].float(), want[1].float(), rtol=1e-2, atol=1e-2)
 
 

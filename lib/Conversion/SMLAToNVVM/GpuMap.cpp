@@ -182,8 +182,8 @@ Sizes bindParams(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   Block &entry = kernel.getBody().front();
   Sizes s;
   for (auto [i, name] : llvm::enumerate(scalars)) {
-    if (name == kScaleParam)
-      continue; // read by smla-lower-to-nvvm (runtimeScale)
+    if (name == kScaleParam || name == kWalkParam)
+      continue; // read by smla-lower-to-nvvm (runtimeScale), rotateBlockWalk
     Value v = arith::IndexCastOp::create(b, loc, b.getIndexType(),
                                          entry.getArgument(tensors.size() + i));
     (name == "T" ? s.tokens : name == "S_kv" ? s.keys : s.topk) = v;
@@ -418,7 +418,7 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
   for (auto entry : roles->ordered())
     if (entry.second)
       tensors.push_back(entry);
-  SmallVector<StringRef> scalars{"T", "S_kv", "K", kScaleParam};
+  SmallVector<StringRef> scalars{"T", "S_kv", "K", kScaleParam, kWalkParam};
   std::string G = std::to_string(*headBlocks);
 
   // The backward kernel: grid (T, G * headBlocks).
@@ -427,7 +427,7 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                                       tensors, scalars, {"T", G, "1"});
     OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
     IRMapping mapping;
-    bindParams(b, loc, kernel, tensors, scalars, mapping);
+    Sizes sizes = bindParams(b, loc, kernel, tensors, scalars, mapping);
     Value t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value g = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
     DenseMap<Value, Value> inPlace = inPlaceTiles(func);
@@ -492,7 +492,19 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
         b.clone(inner, mapping);
     }
     gpu::ReturnOp::create(b, loc);
+    // The top-k block loop: the scf.for of the head block loop's body.
+    auto blockLoops = groupLoop.getBody()->getOps<scf::ForOp>();
+    if (std::distance(blockLoops.begin(), blockLoops.end()) != 1)
+      return groupLoop.emitOpError()
+             << "cannot map to the GPU: expected one top-k block loop";
+    auto blockLoop =
+        cast<scf::ForOp>(mapping.lookup((*blockLoops.begin()).getOperation()));
     b.setInsertionPointAfter(&*bodyStart);
+    Value cta = arith::AddIOp::create(
+        b, loc, t, arith::MulIOp::create(b, loc, g, sizes.tokens));
+    Value period = kernel.getArgument(tensors.size() + scalars.size() - 1);
+    if (failed(rotateBlockWalk(b, blockLoop, cta, period)))
+      return failure();
     // Shared memory per SM on sm_90: 228 KiB, of which 1 KiB per CTA is
     // reserved by the system.
     int64_t budget =

@@ -8,10 +8,11 @@
 
 // CHECK: gpu.module @smla_kernels
 // CHECK: memref.global "public" @smla_smem : memref<0xi8, #gpu.address_space<workgroup>>
-// sm_scale is the last parameter (f32), not a constant: the op's
-// `sm_scale = 0.102` is only a placeholder.
+// sm_scale is an f32 parameter, not a constant: the op's
+// `sm_scale = 0.102` is only a placeholder. walk_period (i32, last) rotates
+// the block walk (block-walk.mlir).
 // CHECK-LABEL: gpu.func @small_bwd
-// CHECK-SAME: %arg10: i32, %[[SCALE:arg11]]: f32) kernel
+// CHECK-SAME: %arg10: i32, %[[SCALE:arg11]]: f32, %arg12: i32) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // The key tile is 16 x (96 + 8) bf16 (rows padded by 16 bytes), the dQ
 // accumulator 2 x (96 + 8) f32 (rows padded by 32 bytes), two 2 x 16 f32
@@ -19,7 +20,7 @@
 // (2 x 104 bf16) and do rows (2 x 72 bf16) are staged.
 // CHECK-SAME: smla.dynamic_smem = 5504
 // CHECK-SAME: smla.grid = ["T", "2", "1"], smla.kind = "bwd"
-// CHECK-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "T", "S_kv", "K", "sm_scale"]
+// CHECK-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "T", "S_kv", "K", "sm_scale", "walk_period"]
 // CHECK-NOT: 1.020000e-01
 // CHECK: %[[SAFE:[0-9]+]] = arith.select %[[M:[0-9]+]], %{{[0-9]+}}, %c0_i32{{.*}} : i32
 // CHECK: %[[ROW:[0-9]+]] = arith.index_cast %[[SAFE]] : i32 to index

@@ -53,6 +53,9 @@ constexpr llvm::StringLiteral kStagedAttr = "smla.staged";
 /// compile-time placeholders: in a kernel with this parameter the lowering
 /// reads the scale from it instead (see runtimeScale).
 constexpr llvm::StringLiteral kScaleParam = "sm_scale";
+/// The i32 bwd kernel parameter setting the rotation of the top-k block
+/// walk (rotateBlockWalk; <= 0: blocks in order).
+constexpr llvm::StringLiteral kWalkParam = "walk_period";
 /// Set on a gpu.func once smla-insert-barriers has placed its barriers.
 constexpr llvm::StringLiteral kBarriersPlacedAttr = "smla.barriers_placed";
 /// Largest dynamic shared memory one CTA may use on sm_90 (227 KiB).
@@ -85,6 +88,14 @@ void numberOps(Operation *root, llvm::DenseMap<Operation *, int64_t> &order,
 /// overlapping shared-memory bytes and one writes, unless the dependence
 /// stays within one thread (smla-insert-barriers); idempotent.
 void insertTileBarriers(gpu::GPUFuncOp func);
+
+/// Makes the CTA walk the steps of `loop` (0 .. n in steps of 1, the top-k
+/// block loop of a bwd kernel) starting at step
+/// (cta * n / period) mod n and wrapping around; period <= 0 keeps the
+/// order (BlockWalk.cpp says why). The start step is computed at `b`'s
+/// insertion point, which must dominate `loop`.
+LogicalResult rotateBlockWalk(OpBuilder &b, scf::ForOp loop, Value cta,
+                              Value period);
 
 /// The `sm_scale` argument of the kernel holding `op`, or null when the
 /// kernel has none (then the op's constant `scale` attribute is used).

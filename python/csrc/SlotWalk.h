@@ -1,0 +1,77 @@
+//===- SlotWalk.h - The order the bwd kernel walks its top-k slots -*- C++ -*-===//
+//
+// Part of the smla project: a compiled sparse-MLA backward for sm_90a.
+//
+//===----------------------------------------------------------------------===//
+//
+// dq and dkv do not depend on the order in which a CTA visits its row's
+// top-k slots (every slot is masked on its own, and the fp32 sums are
+// reductions in any order), so the op may hand the kernel each row of
+// indices sorted. Together with the kernel's rotated block walk
+// (walk_period, lib/Conversion/SMLAToNVVM/BlockWalk.cpp) that makes the
+// CTAs resident at one moment reduce into one narrow band of dKV rows:
+// when the rows they would touch otherwise do not fit in L2 (random
+// indices over a large S_kv: B2r), the reductions stay in L2 instead of
+// going to DRAM (docs/performance.md, sixth session).
+//
+// "Sorted" costs a sort of the indices, a workspace for the sorted rows
+// and launches in chunks, so it is chosen per call: only when the fp32 dKV
+// rows would not fit in L2, and the distinct rows that one wave of
+// resident CTAs reduces into do not either (counted on a window of the
+// call's own indices on the device; a call uses the newest count that has
+// arrived, and waits only for the first of a shape; SMLA_WALK=given or
+// sorted skips the count). The workspace is
+// bounded: rows are sorted and launched in chunks of tokens
+// (kSortWorkspaceBytes).
+//
+// Environment (tuning and tests): SMLA_WALK=auto|sorted|given,
+// SMLA_WALK_PERIOD=<int> (0: no rotation), SMLA_WALK_CHUNK_TOKENS=<int>.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SMLA_PYTHON_SLOTWALK_H
+#define SMLA_PYTHON_SLOTWALK_H
+
+#include "ArgumentChecks.h"
+
+#include "smla/runtime/Manifest.h"
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+
+namespace smla::ext {
+
+/// Most bytes the sorted-index chunks (int32 values plus at::sort's int64
+/// permutation) may take at once.
+inline constexpr int64_t kSortWorkspaceBytes = int64_t(64) << 20;
+
+struct SlotWalk {
+  /// Launch on row-sorted copies of the indices, chunkTokens rows at a time.
+  bool sorted = false;
+  int64_t chunkTokens = 0;
+  /// The bwd kernel's walk_period parameter (0: blocks in order).
+  int32_t period = 0;
+};
+
+/// The SMLA_WALK* environment variables; -1: unset.
+struct WalkEnvironment {
+  enum Mode { Auto, Sorted, Given } mode = Auto;
+  int64_t period = -1, chunkTokens = -1;
+};
+
+/// Reads and checks the environment (an error names the variable); the op
+/// calls it before it allocates or launches anything.
+WalkEnvironment readWalkEnvironment();
+
+/// How the bwd kernel `bwd` walks the slots of this call.
+SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
+                        const BwdSizes &n, const runtime::KernelEntry &bwd);
+
+/// indices[t0:t1] with each row sorted ascending (invalid indices, < 0 or
+/// >= S_kv, sort to the ends and stay invalid).
+at::Tensor sortedIndexRows(const at::Tensor &indices, int64_t t0, int64_t t1);
+
+} // namespace smla::ext
+
+#endif // SMLA_PYTHON_SLOTWALK_H
