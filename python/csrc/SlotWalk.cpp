@@ -25,17 +25,21 @@
 namespace smla::ext {
 namespace {
 
-/// An integer environment variable in [min, 2^31), or -1 when unset.
-int64_t envInt(const char *name, int64_t min) {
+/// Reads the integer environment variable `name` into `out` (-1 when
+/// unset); returns what is wrong with it, or "" when it is fine.
+std::string readEnvInt(const char *name, int64_t min, int64_t &out) {
+  out = -1;
   const char *value = std::getenv(name);
   if (value == nullptr || *value == '\0')
-    return -1;
+    return "";
   char *end = nullptr;
   long long v = std::strtoll(value, &end, 10);
-  bool ok = end != value && *end == '\0' && v >= min && v <= INT32_MAX;
-  TORCH_CHECK(ok, kOpName, ": environment variable ", name,
-              " must be an integer in [", min, ", 2^31), got '", value, "'");
-  return v;
+  if (end == value || *end != '\0' || v < min || v > INT32_MAX)
+    return std::string("environment variable ") + name +
+           " must be an integer in [" + std::to_string(min) + ", 2^31), got '" +
+           value + "'";
+  out = v;
+  return "";
 }
 
 /// CTAs of `bwd` that one SM holds, from its threads and shared memory
@@ -43,8 +47,8 @@ int64_t envInt(const char *name, int64_t min) {
 int64_t residentCtasPerSm(const runtime::KernelEntry &bwd) {
   constexpr int64_t kSmemPerSm = 233472, kReservedPerCta = 1024,
                     kThreadsPerSm = 2048;
-  int64_t threads = int64_t(bwd.launch.block[0]) * bwd.launch.block[1] *
-                    bwd.launch.block[2];
+  int64_t threads =
+      int64_t(bwd.launch.block[0]) * bwd.launch.block[1] * bwd.launch.block[2];
   int64_t bySmem = kSmemPerSm / (bwd.launch.dynamicSmem + kReservedPerCta);
   int64_t byThreads = kThreadsPerSm / std::max<int64_t>(threads, 1);
   return std::max<int64_t>(1, std::min(bySmem, byThreads));
@@ -57,17 +61,20 @@ at::Tensor waveRows(const BwdArgs &args, const BwdSizes &n, int64_t window) {
   int64_t t0 = (n.T - window) / 2;
   at::Tensor rows = args.indices.slice(0, t0, t0 + window);
   at::Tensor valid = rows.ge(0).logical_and(rows.lt(n.S_kv));
+  // int32 keys (a faster sort) unless G * S_kv does not fit.
+  at::ScalarType type = n.G * n.S_kv < INT32_MAX ? at::kInt : at::kLong;
   at::Tensor groupBase =
-      at::arange(n.G, rows.options().dtype(at::kLong)).mul(n.S_kv).view(
-          {1, n.G, 1});
+      at::arange(n.G, rows.options().dtype(type)).mul(n.S_kv).view({1, n.G, 1});
   // Invalid slots all become -1: at most one value too many.
   at::Tensor keys =
-      at::where(valid, rows.to(at::kLong).add(groupBase), int64_t(-1))
-          .flatten();
+      at::where(valid, rows.to(type).add(groupBase), -1).flatten();
   at::Tensor sorted = std::get<0>(at::sort(keys));
   int64_t m = sorted.numel();
-  return sorted.slice(0, 1, m).ne(sorted.slice(0, 0, m - 1)).sum().add(1).view(
-      {1});
+  return sorted.slice(0, 1, m)
+      .ne(sorted.slice(0, 0, m - 1))
+      .sum()
+      .add(1)
+      .view({1});
 }
 
 bool isCapturing(cudaStream_t stream) {
@@ -82,24 +89,27 @@ struct WaveProbe {
   at::Tensor host; // pinned int64[1]
   at::cuda::CUDAEvent done;
   bool pending = false, decided = false, sorted = false;
+  int64_t calls = 0;
 };
+/// A new measurement every kProbeEvery calls of a shape.
+constexpr int64_t kProbeEvery = 8;
 
 /// Whether the rows one wave of `window` resident CTAs reduces into take
 /// more fp32 bytes than L2 holds. The answer depends on the indices, not
-/// only on the shapes (B2 and B2r share theirs), so every call measures its
-/// own indices; a call uses the newest finished measurement of its shape,
-/// and waits for its own only when there is none yet (one stream
-/// synchronization per shape). Under CUDA graph capture nothing is measured
-/// and the last answer (else the given order) is used.
+/// only on the shapes (B2 and B2r share theirs), so calls measure their own
+/// indices: every kProbeEvery-th call of a shape starts a measurement, and a
+/// call uses the newest one that has finished; only the first call of a
+/// shape waits for its own (one stream synchronization per shape). Under
+/// CUDA graph capture nothing is measured and the last answer (else the
+/// given order) is used.
 bool measuredSorted(const BwdArgs &args, const BwdSizes &n, int64_t window,
                     int64_t l2Bytes) {
   static std::mutex mutex;
   // Leaked on purpose, like the kernel library: the pinned buffers and
   // events must not be freed from a static destructor after CUDA is gone.
-  static auto &probes =
-      *new std::map<std::tuple<int, int64_t, int64_t, int64_t, int64_t,
-                               int64_t, int64_t>,
-                    std::unique_ptr<WaveProbe>>();
+  static auto &probes = *new std::map<
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>,
+      std::unique_ptr<WaveProbe>>();
   auto key = std::make_tuple(int(args.q.get_device()), n.T, n.S_kv, n.K, n.G,
                              n.H, n.D + n.Dt);
   std::lock_guard<std::mutex> lock(mutex);
@@ -119,7 +129,7 @@ bool measuredSorted(const BwdArgs &args, const BwdSizes &n, int64_t window,
     return probe->decided && probe->sorted;
   if (probe->pending && probe->done.query())
     read();
-  if (!probe->pending) {
+  if (!probe->pending && (!probe->decided || probe->calls % kProbeEvery == 0)) {
     probe->host.copy_(waveRows(args, n, window), /*non_blocking=*/true);
     probe->done.record(at::cuda::getCurrentCUDAStream());
     probe->pending = true;
@@ -128,6 +138,7 @@ bool measuredSorted(const BwdArgs &args, const BwdSizes &n, int64_t window,
     probe->done.synchronize();
     read();
   }
+  ++probe->calls;
   return probe->sorted;
 }
 
@@ -146,8 +157,10 @@ WalkEnvironment readWalkEnvironment() {
   env.mode = mode == "sorted"  ? WalkEnvironment::Sorted
              : mode == "given" ? WalkEnvironment::Given
                                : WalkEnvironment::Auto;
-  env.period = envInt("SMLA_WALK_PERIOD", 0);
-  env.chunkTokens = envInt("SMLA_WALK_CHUNK_TOKENS", 1);
+  std::string wrong = readEnvInt("SMLA_WALK_PERIOD", 0, env.period);
+  if (wrong.empty())
+    wrong = readEnvInt("SMLA_WALK_CHUNK_TOKENS", 1, env.chunkTokens);
+  TORCH_CHECK(wrong.empty(), kOpName, ": ", wrong);
   return env;
 }
 
@@ -158,8 +171,8 @@ SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
     return walk;
   const cudaDeviceProp *prop = at::cuda::getCurrentDeviceProperties();
   int64_t l2Bytes = prop->l2CacheSize;
-  int64_t resident = int64_t(prop->multiProcessorCount) *
-                     residentCtasPerSm(bwd);
+  int64_t resident =
+      int64_t(prop->multiProcessorCount) * residentCtasPerSm(bwd);
   bool sorted = env.mode == WalkEnvironment::Sorted;
   if (env.mode == WalkEnvironment::Auto) {
     int64_t dkvBytes = n.S_kv * n.G * (n.D + n.Dt) * 4;
@@ -169,13 +182,15 @@ SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
   if (!sorted)
     return walk;
   walk.sorted = true;
-  // Twice the resident CTAs: 1.44x on B2r against 1.36x for once and 1.21x
-  // for no rotation (sorted rows in every case; docs/performance.md).
+  // Three times the resident CTAs. B2r, sorted rows, four chunks: 17.6-17.9
+  // ms; twice 17.9-18.2, once 21.1, no rotation 18.1-18.7, the given order
+  // 23.6-24.3 (docs/performance.md, "The sorted walk").
   walk.period = static_cast<int32_t>(
-      env.period >= 0 ? env.period : std::min<int64_t>(2 * resident, INT32_MAX));
+      env.period >= 0 ? env.period
+                      : std::min<int64_t>(3 * resident, INT32_MAX));
   // Whole waves of resident CTAs per chunk where the workspace allows: a
-  // chunk boundary drains the GPU (B2r: 3 chunks of 2730 tokens cost 1.06x
-  // the time of 4 of 2112).
+  // chunk boundary drains the GPU (B2r at period 2x: 18.16 ms in chunks of
+  // 2730 tokens, 17.63 in chunks of 2112 = 8 waves).
   int64_t chunk = std::max<int64_t>(1, kSortWorkspaceBytes / (n.G * n.K * 12));
   if (chunk >= resident && chunk < n.T)
     chunk -= chunk % resident;

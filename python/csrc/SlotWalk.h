@@ -1,4 +1,4 @@
-//===- SlotWalk.h - The order the bwd kernel walks its top-k slots -*- C++ -*-===//
+//===- SlotWalk.h - The order the bwd kernel walks its slots -*- C++ -*-===//
 //
 // Part of the smla project: a compiled sparse-MLA backward for sm_90a.
 //

@@ -88,8 +88,7 @@ runtime::ParamValues kernelParams(const KernelTensors &t, const BwdSizes &n,
 KernelTensors tokenRows(const KernelTensors &t, int64_t t0, int64_t t1) {
   KernelTensors c = t;
   for (at::Tensor *x :
-       {&c.q, &c.o, &c.dout, &c.indices, &c.lse, &c.positions, &c.dq,
-        &c.delta})
+       {&c.q, &c.o, &c.dout, &c.indices, &c.lse, &c.positions, &c.dq, &c.delta})
     if (x->defined())
       *x = x->slice(0, t0, t1);
   return c;

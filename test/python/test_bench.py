@@ -34,3 +34,18 @@ def test_bench_rotates_inputs():
     fns = [lambda i=i: calls.append(i) for i in range(3)]
     bench_bwd.bench(fns, torch.device("cpu"), warmup=2, iters=5)
     assert calls == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_bench_walk_refuses_without_the_compiled_kernels():
+    """bench_walk.py times only the compiled op; without CUDA and smla._C it
+    says so instead of timing something else."""
+    import torch
+
+    if torch.cuda.is_available():
+        import pytest
+
+        pytest.skip("a CUDA machine runs it for real")
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "bench_walk.py"),
+                        "--shapes", "B2"], capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0
+    assert "needs a CUDA device and the compiled extension" in r.stderr

@@ -282,7 +282,9 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
 
   MLIRContext *ctx = b.getContext();
   auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
+  auto idx = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value zero = idx(0);
   Value firstRow = arith::MulIOp::create(b, loc, g, idx(heads));
@@ -304,8 +306,8 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
         ArrayRef<int64_t>{heads * stride, stride, 1});
     // for (e = tid; e < heads * w / 8; e += threads): 16-byte chunks.
     Value nChunks = idx(chunks), eight = idx(8);
-    auto loop = scf::ForOp::create(b, loc, tid, idx(heads * chunks),
-                                   idx(threads));
+    auto loop =
+        scf::ForOp::create(b, loc, tid, idx(heads * chunks), idx(threads));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value e = loop.getInductionVar();
@@ -317,8 +319,7 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
         b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), view,
         ValueRange{zero, h, c}, src,
         ValueRange{t, arith::AddIOp::create(b, loc, firstRow, h), c},
-        b.getIndexAttr(8),
-        Value(), b.getUnitAttr());
+        b.getIndexAttr(8), Value(), b.getUnitAttr());
     b.setInsertionPointAfter(loop);
     staged[src] = view;
   }
@@ -373,8 +374,7 @@ DenseMap<Value, Value> inPlaceTiles(func::FuncOp func) {
     for (Operation *user : in.getUsers()) {
       auto dot = dyn_cast<TileDotOp>(user);
       if (user != op && !(dot && dot.getResult() == in &&
-                          dot->getBlock() == block &&
-                          dot->isBeforeInBlock(op)))
+                          dot->getBlock() == block && dot->isBeforeInBlock(op)))
         return;
     }
     for (Operation *user : result.getUsers())
@@ -509,8 +509,8 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     // reserved by the system.
     int64_t budget =
         std::min(kMaxDynamicSmem, kSmemPerSm / ctasPerSm - kSmemReservedPerCta);
-    stageTokenRows(b, loc, kernel, tensors, mapping, t, g, threads,
-                   *headBlocks, budget);
+    stageTokenRows(b, loc, kernel, tensors, mapping, t, g, threads, *headBlocks,
+                   budget);
   }
 
   // The dKV accumulator's zero fill and its final cast: one CTA per kv row.
