@@ -24,6 +24,7 @@
 // RUN: FileCheck %s --check-prefix=H128-PTXAS < %t/h128/smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16.ptxas.txt
 // RUN: smla-compile -o %t/auto -quiet --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0 --config d=64,dt=32,heads=34,groups=2,block=16 --config d=64,dt=32,heads=64,groups=1,block=16,head_blocks=4
 // RUN: FileCheck %s --check-prefix=AUTO < %t/auto/manifest.json
+// RUN: smla-compile -o %t/note --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0 2>&1 | FileCheck %s --check-prefix=NOTE
 // RUN: smla-compile -o %t/h -quiet --config d=512,dt=64,heads=16,groups=1,block=64,lse=natural,positions=0,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=32,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16 --config d=512,dt=64,heads=64,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: cat %t/h/*.ptxas.txt | FileCheck %s --check-prefix=SPILLS
 // RUN: not grep -E "[1-9][0-9]* bytes spill" %t/h/smla_d512_dt64_h16_g1_b64_natural_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h32_g1_b32_base2_pos_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h64_g1_b32_s2_base2_pos_bf16_bf16.ptxas.txt
@@ -137,3 +138,9 @@
 // C0: smla-compile: error: --ctas-per-sm 0: must be in [1, 32]
 
 // SCALE: smla-compile: error: --config 'sm_scale=0.1': sm_scale is not a compile-time setting: the bwd kernel takes it as its f32 'sm_scale' parameter
+
+// A candidate split that fails is named, with its first diagnostic (64
+// heads in one CTA at block 64 do not fit); the next candidate is used.
+// NOTE: note: --config 'd=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0': head_blocks=1 skipped: {{.*}}needs 261376 bytes of shared memory
+// NOTE-NOT: head_blocks=2 skipped
+// NOTE: wrote {{.*}}smla_d512_dt64_h64_g1_b64_s4_base2_bf16_bf16.cubin

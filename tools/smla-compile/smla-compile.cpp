@@ -124,7 +124,8 @@ int main(int argc, char **argv) {
     // Without head_blocks, the first candidate split whose bwd kernel
     // stages both the q and the do rows (KernelSpec::headBlockCandidates).
     // A candidate other than the last may fail (its tiles do not fit in
-    // shared memory): its diagnostics are dropped and the next one tried.
+    // shared memory): its first diagnostic becomes a note (unless --quiet)
+    // and the next one is tried.
     std::vector<int64_t> splits = spec->headBlocks
                                       ? std::vector<int64_t>{spec->headBlocks}
                                       : spec->headBlockCandidates();
@@ -133,8 +134,13 @@ int main(int argc, char **argv) {
     for (auto [i, split] : llvm::enumerate(splits)) {
       bool last = i + 1 == splits.size();
       std::optional<ScopedDiagnosticHandler> quietProbe;
+      std::string firstError;
       if (!last)
-        quietProbe.emplace(&context, [](Diagnostic &) { return success(); });
+        quietProbe.emplace(&context, [&](Diagnostic &d) {
+          if (firstError.empty())
+            firstError = d.str();
+          return success();
+        });
       spec->headBlocks = split;
       module = parseSourceString<ModuleOp>(spec->source(), &context);
       if (!module)
@@ -144,8 +150,13 @@ int main(int argc, char **argv) {
       PassManager kernelsPm(&context);
       buildGpuKernelPipeline(kernelsPm, threads, ctas);
       if (failed(kernelsPm.run(*module))) {
-        if (!last)
+        if (!last) {
+          if (!quiet)
+            llvm::errs() << "note: --config '" << text
+                         << "': head_blocks=" << split
+                         << " skipped: " << firstError << "\n";
           continue;
+        }
         return fail("--config '" + text + "': lowering to kernels failed");
       }
       infos = collectKernelInfo(*module);
