@@ -54,20 +54,17 @@ int64_t residentCtasPerSm(const runtime::KernelEntry &bwd) {
   return std::max<int64_t>(1, std::min(bySmem, byThreads));
 }
 
-/// The number of distinct (group, key) rows that `window` consecutive
-/// tokens (from the middle of the call) reduce into, as a one-element int64
-/// device tensor: fixed-size ops only, so nothing waits for the device.
+/// The number of distinct keys that `window` consecutive tokens (from the
+/// middle of the call) reduce into, as a one-element int64 device tensor
+/// from fixed-size ops only, so nothing waits for the device. CTAs are
+/// dispatched token (x) fastest, so one wave covers the tokens of a single
+/// head block, hence of one kv group: group 0 stands for all.
 at::Tensor waveRows(const BwdArgs &args, const BwdSizes &n, int64_t window) {
   int64_t t0 = (n.T - window) / 2;
-  at::Tensor rows = args.indices.slice(0, t0, t0 + window);
-  at::Tensor valid = rows.ge(0).logical_and(rows.lt(n.S_kv));
-  // int32 keys (a faster sort) unless G * S_kv does not fit.
-  at::ScalarType type = n.G * n.S_kv < INT32_MAX ? at::kInt : at::kLong;
-  at::Tensor groupBase =
-      at::arange(n.G, rows.options().dtype(type)).mul(n.S_kv).view({1, n.G, 1});
+  at::Tensor rows = args.indices.slice(0, t0, t0 + window).select(1, 0);
   // Invalid slots all become -1: at most one value too many.
   at::Tensor keys =
-      at::where(valid, rows.to(type).add(groupBase), -1).flatten();
+      at::where(rows.ge(0).logical_and(rows.lt(n.S_kv)), rows, -1).flatten();
   at::Tensor sorted = std::get<0>(at::sort(keys));
   int64_t m = sorted.numel();
   return sorted.slice(0, 1, m)
@@ -86,50 +83,67 @@ bool isCapturing(cudaStream_t stream) {
 /// The last measurement per (device, shape): the count is copied to pinned
 /// host memory behind an event and read when a later call finds it done.
 struct WaveProbe {
-  at::Tensor host; // pinned int64[1]
+  std::mutex mutex; // guards the rest; held while a first call waits
+  at::Tensor host;  // pinned int64[1]
   at::cuda::CUDAEvent done;
   bool pending = false, decided = false, sorted = false;
   int64_t calls = 0;
 };
 /// A new measurement every kProbeEvery calls of a shape.
 constexpr int64_t kProbeEvery = 8;
+/// Shapes remembered at once (T varies from step to step in packed
+/// training, though the key uses only the window it fixes).
+constexpr size_t kMaxProbes = 64;
 
 /// Whether the rows one wave of `window` resident CTAs reduces into take
-/// more fp32 bytes than L2 holds. The answer depends on the indices, not
+/// more fp32 bytes than `l2Bytes`. The answer depends on the indices, not
 /// only on the shapes (B2 and B2r share theirs), so calls measure their own
 /// indices: every kProbeEvery-th call of a shape starts a measurement, and a
 /// call uses the newest one that has finished; only the first call of a
 /// shape waits for its own (one stream synchronization per shape). Under
-/// CUDA graph capture nothing is measured and the last answer (else the
-/// given order) is used.
+/// CUDA graph capture nothing is measured or allocated: the last answer of
+/// the shape is used, else the given order.
 bool measuredSorted(const BwdArgs &args, const BwdSizes &n, int64_t window,
                     int64_t l2Bytes) {
-  static std::mutex mutex;
+  using Key =
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  static std::mutex mapMutex;
   // Leaked on purpose, like the kernel library: the pinned buffers and
   // events must not be freed from a static destructor after CUDA is gone.
-  static auto &probes = *new std::map<
-      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>,
-      std::unique_ptr<WaveProbe>>();
-  auto key = std::make_tuple(int(args.q.get_device()), n.T, n.S_kv, n.K, n.G,
-                             n.H, n.D + n.Dt);
-  std::lock_guard<std::mutex> lock(mutex);
-  std::unique_ptr<WaveProbe> &probe = probes[key];
-  if (!probe) {
-    probe = std::make_unique<WaveProbe>();
-    probe->host = at::empty(
-        {1}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
+  static auto &probes = *new std::map<Key, std::shared_ptr<WaveProbe>>();
+  Key key{int(args.q.get_device()), window, n.S_kv, n.K, n.G, n.H, n.D + n.Dt};
+  const bool capturing = isCapturing(at::cuda::getCurrentCUDAStream().stream());
+  std::shared_ptr<WaveProbe> probe;
+  {
+    std::lock_guard<std::mutex> lock(mapMutex);
+    auto it = probes.find(key);
+    if (it != probes.end()) {
+      probe = it->second;
+    } else if (!capturing) {
+      // A probe still in use elsewhere lives on through its shared_ptr; a
+      // pinned buffer with a copy in flight is kept by torch's host
+      // allocator until the copy is done.
+      if (probes.size() >= kMaxProbes)
+        probes.clear();
+      probe = probes[key] = std::make_shared<WaveProbe>();
+    }
   }
+  if (!probe)
+    return false;
+  std::lock_guard<std::mutex> lock(probe->mutex);
+  if (capturing)
+    return probe->decided && probe->sorted;
   auto read = [&] {
     probe->sorted = probe->host.item<int64_t>() * (n.D + n.Dt) * 4 > l2Bytes;
     probe->decided = true;
     probe->pending = false;
   };
-  cudaStream_t stream = at::cuda::getCurrentCUDAStream().stream();
-  if (isCapturing(stream))
-    return probe->decided && probe->sorted;
   if (probe->pending && probe->done.query())
     read();
   if (!probe->pending && (!probe->decided || probe->calls % kProbeEvery == 0)) {
+    if (!probe->host.defined())
+      probe->host = at::empty(
+          {1}, at::TensorOptions().dtype(at::kLong).pinned_memory(true));
     probe->host.copy_(waveRows(args, n, window), /*non_blocking=*/true);
     probe->done.record(at::cuda::getCurrentCUDAStream());
     probe->pending = true;
@@ -160,6 +174,8 @@ WalkEnvironment readWalkEnvironment() {
   std::string wrong = readEnvInt("SMLA_WALK_PERIOD", 0, env.period);
   if (wrong.empty())
     wrong = readEnvInt("SMLA_WALK_CHUNK_TOKENS", 1, env.chunkTokens);
+  if (wrong.empty())
+    wrong = readEnvInt("SMLA_WALK_L2_BYTES", 1, env.l2Bytes);
   TORCH_CHECK(wrong.empty(), kOpName, ": ", wrong);
   return env;
 }
@@ -170,7 +186,7 @@ SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
   if (env.mode == WalkEnvironment::Given || !takesParam(bwd, "walk_period"))
     return walk;
   const cudaDeviceProp *prop = at::cuda::getCurrentDeviceProperties();
-  int64_t l2Bytes = prop->l2CacheSize;
+  int64_t l2Bytes = env.l2Bytes > 0 ? env.l2Bytes : prop->l2CacheSize;
   int64_t resident =
       int64_t(prop->multiProcessorCount) * residentCtasPerSm(bwd);
   bool sorted = env.mode == WalkEnvironment::Sorted;

@@ -25,7 +25,9 @@
 // (kSortWorkspaceBytes).
 //
 // Environment (tuning and tests): SMLA_WALK=auto|sorted|given,
-// SMLA_WALK_PERIOD=<int> (0: no rotation), SMLA_WALK_CHUNK_TOKENS=<int>.
+// SMLA_WALK_PERIOD=<int> (0: no rotation), SMLA_WALK_CHUNK_TOKENS=<int>
+// (both only where the sorted walk runs), SMLA_WALK_L2_BYTES=<int> (the
+// L2 size the auto choice assumes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,8 +44,11 @@
 
 namespace smla::ext {
 
-/// Most bytes the sorted-index chunks (int32 values plus at::sort's int64
-/// permutation) may take at once.
+/// The bytes the sorted-index chunks (int32 values plus at::sort's int64
+/// permutation) aim at: a chunk holds this many bytes of rows, whole waves
+/// of tokens where that allows, and at least one token (whose rows may
+/// exceed it); SMLA_WALK_CHUNK_TOKENS overrides. torch.sort's own scratch
+/// comes on top.
 inline constexpr int64_t kSortWorkspaceBytes = int64_t(64) << 20;
 
 struct SlotWalk {
@@ -58,6 +63,8 @@ struct SlotWalk {
 struct WalkEnvironment {
   enum Mode { Auto, Sorted, Given } mode = Auto;
   int64_t period = -1, chunkTokens = -1;
+  /// The L2 size the auto choice compares with (default: the device's).
+  int64_t l2Bytes = -1;
 };
 
 /// Reads and checks the environment (an error names the variable); the op

@@ -111,7 +111,9 @@ def test_compiled_matches_reference(name):
 # The sorted walk (python/csrc/SlotWalk.h): row-sorted indices, launched in
 # chunks of tokens, with the kernel's rotated block walk. Chunks of 5 tokens
 # (T=24: four full chunks and one of 4, T=6/8: a short last chunk) and a
-# period of 7 CTAs (start blocks 0, n/7, 2n/7, ... differ across a chunk).
+# period of 7 CTAs: with n blocks per row, CTA c of a chunk starts at block
+# (c * n / 7) mod n, so the starts differ wherever n > 1 (every case but K7,
+# whose one block is its whole row).
 WALK_CASES = ["glm52", "glm52_positions", "glm52_lse_e", "H32", "H64", "H128", "K7",
               "K1000", "K2047", "G2_H20", "G2_H4_lse_e_f32"]
 
@@ -137,6 +139,59 @@ def test_sorted_walk_is_the_given_walk_reordered(monkeypatch):
         outs.append(smla.sparse_mla_bwd(**p, mode="compiled", **F32))
     for dq, dkv in outs[1:]:
         assert rel_fro(dq, outs[0][0]) < 1e-5 and rel_fro(dkv, outs[0][1]) < 1e-5
+
+
+def _walk_runs(p, monkeypatch, **env):
+    for k in ("SMLA_WALK", "SMLA_WALK_PERIOD", "SMLA_WALK_CHUNK_TOKENS", "SMLA_WALK_L2_BYTES"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    return smla.sparse_mla_bwd(**p, mode="compiled", **F32)
+
+
+@needs_compiled
+def test_auto_walk_measures_and_chooses(monkeypatch):
+    """The auto choice on the device: with an L2 of 1 byte assumed, every
+    wave exceeds it and auto must run the sorted walk (bit for bit the
+    forced sorted walk's dq, which differs from the given order's in fp32
+    rounding); with a large L2 it must keep the given order. Twenty calls
+    cross the every-8th-call re-measurement; a capture after the choice
+    uses it, and a capture of a shape never measured keeps the given
+    order."""
+    p = problem(T=40, S=2000, K=300, D=64, Dt=32, H=4, G=2, lse_base="e")
+    given = _walk_runs(p, monkeypatch, SMLA_WALK="given")
+    forced = _walk_runs(p, monkeypatch, SMLA_WALK="sorted", SMLA_WALK_CHUNK_TOKENS="7")
+    assert not torch.equal(given[0], forced[0])
+    for _ in range(20):
+        auto = _walk_runs(p, monkeypatch, SMLA_WALK_L2_BYTES="1", SMLA_WALK_CHUNK_TOKENS="7")
+        assert torch.equal(auto[0], forced[0])
+        assert rel_fro(auto[1], forced[1]) < 1e-5
+    big = _walk_runs(p, monkeypatch, SMLA_WALK_L2_BYTES=str(1 << 30))
+    assert torch.equal(big[0], given[0])
+
+    def captured(q):
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.stream(s), torch.cuda.graph(g):
+            out = smla.sparse_mla_bwd(**q, mode="compiled", **F32)
+        g.replay()
+        torch.cuda.synchronize()
+        return out
+
+    monkeypatch.setenv("SMLA_WALK_L2_BYTES", "1")
+    # The shape above was measured (sorted, as the last answer with L2 = 1
+    # byte is): the capture replays the sorted walk.
+    _walk_runs(p, monkeypatch, SMLA_WALK_L2_BYTES="1", SMLA_WALK_CHUNK_TOKENS="7")
+    monkeypatch.setenv("SMLA_WALK_L2_BYTES", "1")
+    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "7")
+    assert torch.equal(captured(p)[0], forced[0])
+    # A shape never measured (T=37: another window) is captured in the
+    # given order, with nothing measured or allocated during the capture.
+    q = problem(T=37, S=2000, K=300, D=64, Dt=32, H=4, G=2, lse_base="e", seed=5)
+    want = _walk_runs(q, monkeypatch, SMLA_WALK="given")
+    monkeypatch.setenv("SMLA_WALK_L2_BYTES", "1")
+    assert torch.equal(captured(q)[0], want[0])
 
 
 @needs_compiled
@@ -215,7 +270,11 @@ def test_opcheck():
 
 
 @needs_compiled
-def test_cuda_graph_capture():
+@pytest.mark.parametrize("walk", ["auto", "sorted"])
+def test_cuda_graph_capture(walk, monkeypatch):
+    """Capturable, also the sorted walk (a sort and chunked launches)."""
+    monkeypatch.setenv("SMLA_WALK", walk)
+    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "3")
     p = problem(T=8, S=64, K=32)
     want = smla.sparse_mla_bwd(**p, mode="compiled")
     s = torch.cuda.Stream()
@@ -229,27 +288,6 @@ def test_cuda_graph_capture():
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out[0], want[0])
-    torch.testing.assert_close(out[1].float(), want[1].float(), rtol=1e-2, atol=1e-2)
-
-
-@needs_compiled
-def test_cuda_graph_capture_sorted_walk(monkeypatch):
-    """The sorted walk (sort + chunked launches) is capturable too."""
-    monkeypatch.setenv("SMLA_WALK", "sorted")
-    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "3")
-    p = problem(T=8, S=64, K=32)
-    want = smla.sparse_mla_bwd(**p, mode="compiled")
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        smla.sparse_mla_bwd(**p, mode="compiled")
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        out = smla.sparse_mla_bwd(**p, mode="compiled")
-    g.replay()
-    torch.cuda.synchronize()
-    torch.testing.assert_close(out[0].float(), want[0].float(), rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(out[1].float(), want[1].float(), rtol=1e-2, atol=1e-2)
 
 
