@@ -42,15 +42,19 @@ std::string readEnvInt(const char *name, int64_t min, int64_t &out) {
   return "";
 }
 
-/// CTAs of `bwd` that one SM holds, from its threads and shared memory
-/// (smla-compile fits the registers to the CTAs per SM it stages for).
-int64_t residentCtasPerSm(const runtime::KernelEntry &bwd) {
-  constexpr int64_t kSmemPerSm = 233472, kReservedPerCta = 1024,
-                    kThreadsPerSm = 2048;
+/// CTAs of `bwd` that one SM of `prop` holds, from its threads and shared
+/// memory (smla-compile fits the registers to the CTAs per SM it stages
+/// for; the device reports the shared memory per SM and the part it keeps
+/// per CTA).
+int64_t residentCtasPerSm(const runtime::KernelEntry &bwd,
+                          const cudaDeviceProp &prop) {
   int64_t threads =
       int64_t(bwd.launch.block[0]) * bwd.launch.block[1] * bwd.launch.block[2];
-  int64_t bySmem = kSmemPerSm / (bwd.launch.dynamicSmem + kReservedPerCta);
-  int64_t byThreads = kThreadsPerSm / std::max<int64_t>(threads, 1);
+  int64_t bySmem = int64_t(prop.sharedMemPerMultiprocessor) /
+                   (int64_t(bwd.launch.dynamicSmem) +
+                    int64_t(prop.reservedSharedMemPerBlock));
+  int64_t byThreads =
+      int64_t(prop.maxThreadsPerMultiProcessor) / std::max<int64_t>(threads, 1);
   return std::max<int64_t>(1, std::min(bySmem, byThreads));
 }
 
@@ -188,7 +192,7 @@ SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
   const cudaDeviceProp *prop = at::cuda::getCurrentDeviceProperties();
   int64_t l2Bytes = env.l2Bytes > 0 ? env.l2Bytes : prop->l2CacheSize;
   int64_t resident =
-      int64_t(prop->multiProcessorCount) * residentCtasPerSm(bwd);
+      int64_t(prop->multiProcessorCount) * residentCtasPerSm(bwd, *prop);
   bool sorted = env.mode == WalkEnvironment::Sorted;
   if (env.mode == WalkEnvironment::Auto) {
     int64_t dkvBytes = n.S_kv * n.G * (n.D + n.Dt) * 4;
