@@ -187,8 +187,13 @@ WalkEnvironment readWalkEnvironment() {
 SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
                         const BwdSizes &n, const runtime::KernelEntry &bwd) {
   SlotWalk walk;
-  if (env.mode == WalkEnvironment::Given || !takesParam(bwd, "walk_period"))
+  if (!takesParam(bwd, "walk_period"))
     return walk;
+  if (env.mode == WalkEnvironment::Given) {
+    // The given order, rotated only when SMLA_WALK_PERIOD asks for it.
+    walk.period = static_cast<int32_t>(std::max<int64_t>(env.period, 0));
+    return walk;
+  }
   const cudaDeviceProp *prop = at::cuda::getCurrentDeviceProperties();
   int64_t l2Bytes = env.l2Bytes > 0 ? env.l2Bytes : prop->l2CacheSize;
   int64_t resident =

@@ -25,9 +25,10 @@
 // (kSortWorkspaceBytes).
 //
 // Environment (tuning and tests): SMLA_WALK=auto|sorted|given,
-// SMLA_WALK_PERIOD=<int> (0: no rotation), SMLA_WALK_CHUNK_TOKENS=<int>
-// (both only where the sorted walk runs), SMLA_WALK_L2_BYTES=<int> (the
-// L2 size the auto choice assumes).
+// SMLA_WALK_PERIOD=<int> (0: no rotation; where the sorted walk runs, and
+// for the given order under SMLA_WALK=given), SMLA_WALK_CHUNK_TOKENS=<int>
+// (only where the sorted walk runs), SMLA_WALK_L2_BYTES=<int> (the L2 size
+// the auto choice assumes).
 //
 //===----------------------------------------------------------------------===//
 

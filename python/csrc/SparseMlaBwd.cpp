@@ -216,7 +216,8 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
 
   const SlotWalk walk = chooseSlotWalk(walkEnv, args, n, bwd);
   if (!walk.sorted) {
-    library.launch(bwd, stream, sizes, kernelParams(t, n, args.smScale));
+    library.launch(bwd, stream, sizes,
+                   kernelParams(t, n, args.smScale, walk.period));
   } else {
     // Row-sorted indices, a bounded chunk of tokens per launch (SlotWalk.h).
     for (int64_t t0 = 0; t0 < n.T; t0 += walk.chunkTokens) {

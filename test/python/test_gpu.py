@@ -130,10 +130,11 @@ def test_sorted_walk_matches_reference(name, monkeypatch):
 
 @needs_compiled
 def test_sorted_walk_is_the_given_walk_reordered(monkeypatch):
-    """Same problem, three walks: the sums differ only in fp32 rounding."""
+    """Same problem, four walks: the sums differ only in fp32 rounding."""
     p = problem(T=40, S=2000, K=300, D=64, Dt=32, H=4, G=2, lse_base="e")
     outs = []
-    for walk, period in (("given", "0"), ("sorted", "0"), ("sorted", "3")):
+    for walk, period in (("given", "0"), ("sorted", "0"), ("sorted", "3"),
+                         ("given", "5")):
         monkeypatch.setenv("SMLA_WALK", walk)
         monkeypatch.setenv("SMLA_WALK_PERIOD", period)
         outs.append(smla.sparse_mla_bwd(**p, mode="compiled", **F32))
