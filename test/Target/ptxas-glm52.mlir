@@ -22,6 +22,9 @@
 // RUN: smla-compile -o %t/h128 -quiet --config d=512,dt=64,heads=128,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=H128 < %t/h128/manifest.json
 // RUN: FileCheck %s --check-prefix=H128-PTXAS < %t/h128/smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16.ptxas.txt
+// RUN: smla-compile -o %t/h64 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=32,lse=base2,positions=0,dq=bf16,dkv=bf16
+// RUN: FileCheck %s --check-prefix=H64 < %t/h64/smla_d512_dt64_h64_g1_b32_s2_base2_bf16_bf16.ptx
+// RUN: FileCheck %s --check-prefix=H64-PTXAS < %t/h64/smla_d512_dt64_h64_g1_b32_s2_base2_bf16_bf16.ptxas.txt
 // RUN: smla-compile -o %t/auto -quiet --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0 --config d=64,dt=32,heads=34,groups=2,block=16 --config d=64,dt=32,heads=64,groups=1,block=16,head_blocks=4
 // RUN: FileCheck %s --check-prefix=AUTO < %t/auto/manifest.json
 // RUN: smla-compile -o %t/note --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0 2>&1 | FileCheck %s --check-prefix=NOTE
@@ -90,6 +93,15 @@
 // q and do staged, are those of H = 16 (the same 156800 bytes).
 // H128: "head_blocks": 8
 // H128-NEXT: "heads": 128
+// The library's B1 kernel (H = 64 as two CTAs of 32 heads, block 32, 512
+// threads): its scores/dP items are (m tile, 16 keys), so every key
+// fragment comes from ldmatrix.x4 (no .x2 anywhere), and the kernel fits
+// one CTA of 512 threads per SM without spilling.
+// H64-NOT: ldmatrix.sync.aligned.m8n8.x2
+// H64: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
+// H64-NOT: ldmatrix.sync.aligned.m8n8.x2
+// H64-PTXAS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// H64-PTXAS-NEXT: Used {{[0-9]|[1-9][0-9]|1[01][0-9]|12[0-8]}} registers
 // H128: "entry": "smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16_bwd"
 // H128-NEXT: "kind": "bwd"
 // H128: "dynamic_smem": 156800

@@ -92,8 +92,9 @@ DotLhs dotLhs(Mma &m, TileDotOp op, int64_t hg) {
 /// S = Q.K^T or dP = dO.V^T (`ops` has one tile_dot), or both block
 /// products of a top-k block in one pass (`ops` has two on the same key
 /// tile, token and head block: V is the first D columns of the keys). A
-/// warp takes (m tile, n8 tile) items; per k step of 16 it loads its key
-/// fragment once and runs one mma per product. Two products give two
+/// warp takes (m tile, n8 tile) items, or (m tile, 16 keys) items where
+/// those would leave half the warps idle (below); per k step of 16 it
+/// loads its key fragment once and runs one mma per product. Two products give two
 /// independent mma chains (which hides mma latency); a lone product gets
 /// them from even and odd k steps. Over the columns only the wider product
 /// reads (the rope tail of q), it runs alone.
@@ -127,6 +128,78 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
   Value lane = w.lane;
   Value ldARow = m.rem(lane, 16), ldACol = m.mul(m.div(lane, 16), 8);
   Value ldBRow = m.rem(lane, 8), ldBCol = m.mul(m.rem(m.div(lane, 8), 2), 8);
+
+  // Both products, at least 4 (m tile, 16 keys) items, and (m tile, n
+  // tile) items that would leave half the warps idle (the 32-head CTA at
+  // block 32: 8 items for 16 warps): a warp takes two n tiles, so each A
+  // fragment it loads serves two mma per product. That halves the A
+  // traffic from shared memory (the phase was bound by it: B1 1.10x,
+  // docs/performance.md) and gives four accumulator chains per warp. The
+  // 16 keys come from one ldmatrix.x4: lane l addresses key
+  // l % 8 + 8 (l / 16) at column 8 ((l / 8) % 2), registers 0-1 the first
+  // n tile, 2-3 the second.
+  if (lhs.size() == 2 && bLd && nTiles % 2 == 0 &&
+      mTiles * nTiles / 2 >= 4 && 2 * mTiles * nTiles <= warps &&
+      llvm::all_of(lhs, ldmatrixOk)) {
+    int64_t nPairs = nTiles / 2;
+    Value bKey = m.add(ldBRow, m.mul(m.div(lane, 16), 8));
+    m.warpLoop(warp, warps, mTiles * nPairs, [&](Value p) {
+      Value mt = m.div(p, nPairs), n0 = m.mul(m.rem(p, nPairs), 16);
+      FragRows fr = m.fragRows(mt, gr, hg);
+      Value aRow = m.add(m.mul(mt, 16), ldARow);
+      aRow = m.sel(m.lt(aRow, hg), aRow, m.c(0));
+      SmallVector<Value> aAddr;
+      for (const DotLhs &l : lhs)
+        aAddr.push_back(m.add(
+            l.base,
+            m.mul(m.add(m.add(l.rowBase, m.mul(aRow, l.rows.rowStride)),
+                        ldACol),
+                  2)));
+      Value bAddr = m.add(
+          tileBase, m.mul(m.add(m.mul(m.add(n0, bKey), tileW), ldBCol), 2));
+      Value z = m.zeroF32();
+      // Accumulators: product i, n tile h at 4 (2 i + h).
+      auto steps = [&](int64_t from, int64_t to, size_t products,
+                       ValueRange init) {
+        return m.reduce(to - from, 16, init,
+                        [&](Value k, ValueRange c) -> SmallVector<Value> {
+                          Value kb = m.mul(m.add(k, from), 2);
+                          SmallVector<Value> b =
+                              m.ldmatrix(m.add(bAddr, kb), 4, false);
+                          SmallVector<Value> out(c);
+                          for (size_t i = 0; i < products; ++i) {
+                            SmallVector<Value> a =
+                                m.ldmatrix(m.add(aAddr[i], kb), 4, false);
+                            for (int64_t h = 0; h < 2; ++h) {
+                              int64_t at = 4 * (2 * i + h);
+                              SmallVector<Value> d =
+                                  m.mma(a, {b[2 * h], b[2 * h + 1]},
+                                        ValueRange(c).slice(at, 4));
+                              std::copy(d.begin(), d.end(), out.begin() + at);
+                            }
+                          }
+                          return out;
+                        });
+      };
+      int64_t shared = lhs[1].width;
+      SmallVector<Value> acc = steps(0, shared, 2, SmallVector<Value>(16, z));
+      if (lhs[0].width > shared) {
+        SmallVector<Value> tail = steps(shared, lhs[0].width, 1,
+                                        ValueRange(acc).take_front(8));
+        std::copy(tail.begin(), tail.end(), acc.begin());
+      }
+      for (size_t i = 0; i < 2; ++i)
+        for (int64_t h = 0; h < 2; ++h) {
+          int64_t at = 4 * (2 * i + h);
+          Value col = m.add(m.add(n0, h * 8), kq);
+          m.storePairIf(fr.ok0, lhs[i].result, fr.r0, col, acc[at],
+                        acc[at + 1]);
+          m.storePairIf(fr.ok1, lhs[i].result, fr.r1, col, acc[at + 2],
+                        acc[at + 3]);
+        }
+    });
+    return;
+  }
 
   m.warpLoop(warp, warps, mTiles * nTiles, [&](Value p) {
     Value mt = m.div(p, nTiles), nt = m.rem(p, nTiles);
