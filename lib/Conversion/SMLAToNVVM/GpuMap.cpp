@@ -425,6 +425,8 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
   {
     gpu::GPUFuncOp kernel = kb.create((func.getName() + "_bwd").str(), "bwd",
                                       tensors, scalars, {"T", G, "1"});
+    kernel->setAttr(kCtasPerSmAttr,
+                    Builder(kernel.getContext()).getI64IntegerAttr(ctasPerSm));
     OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
     IRMapping mapping;
     Sizes sizes = bindParams(b, loc, kernel, tensors, scalars, mapping);

@@ -17,7 +17,8 @@ using namespace mlir::smla;
 
 namespace mlir::smla {
 void lowerTileDotMma(CtaEmitter &e, TileDotOp op);
-void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op);
+void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op, Value regs,
+                          int64_t slots);
 bool canUseMma(TileDotOp op);
 bool canUseMma(DqAccumulateOp op);
 } // namespace mlir::smla
@@ -55,9 +56,10 @@ void mlir::smla::lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma) {
   });
 }
 
-void mlir::smla::lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma) {
+void mlir::smla::lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma,
+                                    Value regs, int64_t slots) {
   if (mma && canUseMma(op)) {
-    lowerDqAccumulateMma(e, op);
+    lowerDqAccumulateMma(e, op, regs, slots);
     return;
   }
   auto accType = op.getAcc().getType();

@@ -72,6 +72,8 @@ public:
       return success();
     OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
     tid = gpu::ThreadIdOp::create(b, func.getLoc(), gpu::Dimension::x);
+    if (mma && registerBudget() >= kDqRegisterBudget)
+      placeDqRegisters(b, ops);
     for (Operation *op : ops)
       if (failed(lower(op)))
         return failure();
@@ -84,6 +86,47 @@ public:
   }
 
 private:
+  /// Registers per thread at the CTAs per SM the kernel was mapped for
+  /// (64 K per SM; 255 at most).
+  int64_t registerBudget() {
+    auto ctas = func->getAttrOfType<IntegerAttr>(kCtasPerSmAttr);
+    int64_t n = threads * (ctas ? ctas.getInt() : 1);
+    return std::min<int64_t>(255, 65536 / std::max<int64_t>(n, 1));
+  }
+  /// The register form of dQ adds up to 40 registers per thread at H = 16
+  /// (the library's kernel: 63 -> 128 at 256 threads, two CTAs per SM);
+  /// it is planned only where at least 128 are available.
+  static constexpr int64_t kDqRegisterBudget = 128;
+
+  /// The dQ accumulators kept in registers (LowerDqMma.cpp): those that
+  /// are only filled, accumulated into by dq_accumulate ops that all take
+  /// the register form, and stored by store_dq.
+  void placeDqRegisters(OpBuilder &b, ArrayRef<Operation *> ops) {
+    for (Operation *op : ops) {
+      auto dq = dyn_cast<DqAccumulateOp>(op);
+      if (!dq || dqRegs.count(dq.getAcc()))
+        continue;
+      Value acc = dq.getAcc();
+      int64_t slots = dqRegisterSlots(dq, threads);
+      for (Operation *user : acc.getUsers()) {
+        if (auto other = dyn_cast<DqAccumulateOp>(user)) {
+          if (other.getAcc() != acc ||
+              dqRegisterSlots(other, threads) != slots)
+            slots = 0;
+        } else if (auto fill = dyn_cast<linalg::FillOp>(user)) {
+          auto c = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+          auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+          if (!f || !f.getValue().isZero())
+            slots = 0;
+        } else if (!isa<StoreDqOp>(user)) {
+          slots = 0;
+        }
+      }
+      if (slots > 0)
+        dqRegs[acc] = {allocDqRegisters(b, func.getLoc(), slots), slots};
+    }
+  }
+
   LogicalResult lower(Operation *op) {
     OpBuilder b(op);
     CtaEmitter e(b, op->getLoc(), tid, threads);
@@ -106,7 +149,8 @@ private:
           return success();
         })
         .Case([&](DqAccumulateOp typed) {
-          lowerDqAccumulate(e, typed, mma);
+          auto regs = dqRegs.lookup(typed.getAcc());
+          lowerDqAccumulate(e, typed, mma, regs.first, regs.second);
           return success();
         })
         .Default([](Operation *o) {
@@ -447,6 +491,10 @@ private:
   }
 
   LogicalResult lowerOp(CtaEmitter &e, linalg::FillOp op) {
+    if (auto regs = dqRegs.lookup(op.getOutputs()[0]); regs.first) {
+      zeroDqRegisters(e, regs.first, regs.second);
+      return success();
+    }
     auto type = dyn_cast<MemRefType>(op.getOutputs()[0].getType());
     if (!type || !chunkable(type))
       return op.emitOpError() << "GPU fill needs a static memref whose last "
@@ -474,6 +522,10 @@ private:
   }
 
   LogicalResult lowerOp(CtaEmitter &e, StoreDqOp op) {
+    if (auto regs = dqRegs.lookup(op.getAcc()); regs.first) {
+      storeDqRegisters(e, op, regs.first, regs.second);
+      return success();
+    }
     MemRefType acc = op.getAcc().getType();
     int64_t hg = acc.getDimSize(0), w = acc.getDimSize(1);
     if (!chunkable(acc))
@@ -499,6 +551,8 @@ private:
   DenseMap<Value, LaneFn> lanes;
   /// The second tile_dot of a pair lowered together with the first.
   DenseSet<Operation *> fusedAway;
+  /// dQ accumulator -> (private array, column pairs per warp).
+  DenseMap<Value, std::pair<Value, int64_t>> dqRegs;
 };
 
 struct SMLALowerToNVVMPass

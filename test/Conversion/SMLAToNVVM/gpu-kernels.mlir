@@ -18,10 +18,18 @@
 // accumulator 2 x (96 + 8) f32 (rows padded by 32 bytes), two 2 x 16 f32
 // tiles (scores then P, dP then dS), and the head block's 2 q rows
 // (2 x 104 bf16) and do rows (2 x 72 bf16) are staged.
+// CHECK-SAME: smla.ctas_per_sm = 1
 // CHECK-SAME: smla.dynamic_smem = 5504
 // CHECK-SAME: smla.grid = ["T", "2", "1"], smla.kind = "bwd"
 // CHECK-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "T", "S_kv", "K", "sm_scale", "walk_period"]
 // CHECK-NOT: 1.020000e-01
+// The dQ accumulator in registers (one m tile, 256 threads at one CTA per
+// SM): each warp's C fragments of its column pair (6 pairs of 16 columns,
+// at most one per warp) in a private array of 8 f32 that every access
+// indexes by a constant, zeroed where the accumulator is filled.
+// CHECK: %[[DQR:[0-9]+]] = llvm.alloca %c8_i32 x f32 {alignment = 16 : i64} : (i32) -> !llvm.ptr
+// CHECK: %[[Z0:[0-9]+]] = llvm.getelementptr %[[DQR]][0] : (!llvm.ptr) -> !llvm.ptr, f32
+// CHECK-NEXT: llvm.store %{{.*}}, %[[Z0]] : f32, !llvm.ptr
 // CHECK: %[[SAFE:[0-9]+]] = arith.select %[[M:[0-9]+]], %{{[0-9]+}}, %c0_i32{{.*}} : i32
 // CHECK: %[[ROW:[0-9]+]] = arith.index_cast %[[SAFE]] : i32 to index
 // CHECK: %[[N:[0-9]+]] = arith.select %[[M]], %c8{{.*}}, %c0{{.*}} : index
@@ -66,11 +74,20 @@
 // CHECK: %[[D:[0-9]+]] = arith.subf
 // CHECK: %[[PD:[0-9]+]] = arith.mulf %{{[0-9]+}}, %[[D]] : f32
 // CHECK: arith.mulf %[[PD]], %[[SCALE]] : f32
-// dQ on tensor cores: dS rounded to bf16 pairs, keys by ldmatrix.trans.
+// dQ on tensor cores: dS rounded to bf16 pairs, keys by ldmatrix.trans;
+// C comes from the private array and goes back to it (not to shared
+// memory) for warps with a column pair (warp < 6).
 // CHECK: arith.truncf %{{[0-9]+}} : vector<2xf32> to vector<2xbf16>
+// CHECK: %[[HAS:[0-9]+]] = arith.cmpi ult, %{{[0-9]+}}, %c6{{.*}} : index
+// CHECK-NEXT: scf.if %[[HAS]] {
+// CHECK: %[[C0:[0-9]+]] = llvm.getelementptr %[[DQR]][0] : (!llvm.ptr) -> !llvm.ptr, f32
+// CHECK-NEXT: llvm.load %[[C0]] : !llvm.ptr -> f32
 // CHECK: nvvm.ldmatrix %{{[0-9]+}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, num = 4 : i32, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>}
 // CHECK: nvvm.mma.sync
 // CHECK: nvvm.mma.sync
+// CHECK-NOT: vector.store
+// CHECK: %[[C7:[0-9]+]] = llvm.getelementptr %[[DQR]][7] : (!llvm.ptr) -> !llvm.ptr, f32
+// CHECK-NEXT: llvm.store %{{.*}}, %[[C7]] : f32, !llvm.ptr
 // dKV on tensor cores: A = dS^T (and P^T) transposed out of the shared f32
 // tiles while packing to bf16 pairs; B = 32-bit pairs of the staged q rows,
 // low halves for the even columns (one prmt, selector 0x5410) and high

@@ -88,7 +88,19 @@ void lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma);
 /// pass that loads each key fragment once; when they may be fused.
 bool canFuseTileDots(TileDotOp first, TileDotOp second);
 void lowerTileDotPair(CtaEmitter &e, TileDotOp first, TileDotOp second);
-void lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma);
+/// dq_accumulate; with `regs` (mma only) in the register form
+/// (LowerDqMma.cpp): C in the private array of `slots` column pairs.
+void lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma,
+                       Value regs = Value(), int64_t slots = 0);
+/// Column pairs per warp of the register form of `op` at `threads`
+/// threads, or 0 where it does not apply (more than one m tile, no mma,
+/// more than 64 accumulator registers).
+int64_t dqRegisterSlots(DqAccumulateOp op, int64_t threads);
+/// The private array of the register form (at the function's entry).
+Value allocDqRegisters(OpBuilder &b, Location loc, int64_t slots);
+/// The register form's fill with zeros and store_dq.
+void zeroDqRegisters(CtaEmitter &e, Value regs, int64_t slots);
+void storeDqRegisters(CtaEmitter &e, StoreDqOp op, Value regs, int64_t slots);
 
 } // namespace mlir::smla
 

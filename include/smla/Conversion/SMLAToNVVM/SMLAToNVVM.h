@@ -48,6 +48,10 @@ constexpr llvm::StringLiteral kGridAttr = "smla.grid";
 /// On the bwd gpu.func: the tensors whose rows smla-gpu-map staged in shared
 /// memory (["q", "do"], ["q"] or absent).
 constexpr llvm::StringLiteral kStagedAttr = "smla.staged";
+/// On the bwd gpu.func: the CTAs per SM it was mapped for (smla-gpu-map's
+/// ctas-per-sm); with its thread count it bounds the registers per thread
+/// that smla-lower-to-nvvm may plan for.
+constexpr llvm::StringLiteral kCtasPerSmAttr = "smla.ctas_per_sm";
 /// The f32 kernel parameter holding the softmax scale. The `scale`
 /// attributes of smla.softmax / smla.dscores (from the op's `sm_scale`) are
 /// compile-time placeholders: in a kernel with this parameter the lowering

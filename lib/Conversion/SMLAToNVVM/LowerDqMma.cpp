@@ -1,0 +1,257 @@
+//===- LowerDqMma.cpp - dq_accumulate and store_dq on tensor cores --------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+//   dq_accumulate  acc[h, c] += sum_j bf16(ds[h, j]) * tile[j, c]
+//                  A = dS (shared f32, rounded to bf16 and packed),
+//                  B = tile (shared, ldmatrix.x4.trans: two n8 tiles),
+//                  C = the accumulator: in shared memory, or, in the
+//                  register form, a private f32 array per thread.
+//
+// The register form (one m tile, i.e. Hg <= 16): a warp's column pairs
+// are np = warp + i * warps for slots i < ceil(W / 16 / warps), and slot i
+// keeps the 8 C values of its pair at [8 i, 8 i + 8) of a private array.
+// Every index into the array is a constant, so LLVM promotes it to
+// registers: the accumulator is never read from or written to shared
+// memory inside the block loop (the shared buffer stays allocated and
+// unused). smla-lower-to-nvvm chooses it (dqRegisterSlots) when the
+// accumulator is only filled, accumulated into and stored.
+//
+// Padded head rows (h >= Hg) never form an address outside this token's
+// rows: their loads go to row 0 of the head block and are replaced by
+// zero, and their results are never stored.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Conversion/SMLAToNVVM/MmaBuilder.h"
+
+using namespace mlir;
+using namespace mlir::smla;
+using namespace mlir::smla::mma;
+
+namespace mlir::smla {
+
+bool canUseMma(DqAccumulateOp op) {
+  auto tile = op.getTile().getType();
+  int64_t width = op.getAcc().getType().getDimSize(1);
+  int64_t block = op.getDs().getType().getDimSize(1);
+  return tile.hasStaticShape() && tile.getElementType().isBF16() &&
+         width % 16 == 0 && block % 16 == 0 && tile.getDimSize(1) >= width &&
+         tile.getDimSize(1) % 8 == 0 && tile.getDimSize(0) == block;
+}
+
+int64_t dqRegisterSlots(DqAccumulateOp op, int64_t threads) {
+  int64_t hg = op.getAcc().getType().getDimSize(0);
+  int64_t nPairs = op.getAcc().getType().getDimSize(1) / 16;
+  int64_t warps = threads / kMmaLanes;
+  if (!canUseMma(op) || hg > 16 || warps == 0)
+    return 0;
+  int64_t slots = llvm::divideCeil(nPairs, warps);
+  // At most 64 accumulator registers per thread.
+  return slots * 8 <= 64 ? slots : 0;
+}
+
+Value allocDqRegisters(OpBuilder &b, Location loc, int64_t slots) {
+  Value n = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(slots * 8));
+  return LLVM::AllocaOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()),
+                                b.getF32Type(), n, /*alignment=*/16);
+}
+
+namespace {
+/// Element `i` of the private accumulator array.
+Value regPtr(OpBuilder &b, Location loc, Value regs, int64_t i) {
+  return LLVM::GEPOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()),
+                             b.getF32Type(), regs,
+                             ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
+}
+Value loadReg(OpBuilder &b, Location loc, Value regs, int64_t i) {
+  return LLVM::LoadOp::create(b, loc, b.getF32Type(), regPtr(b, loc, regs, i));
+}
+void storeReg(OpBuilder &b, Location loc, Value regs, int64_t i, Value v) {
+  LLVM::StoreOp::create(b, loc, v, regPtr(b, loc, regs, i));
+}
+
+/// for slot i: if (np = warp + i * warps < nPairs) body(i, np).
+void forEachSlot(Mma &m, Value warp, int64_t warps, int64_t slots,
+                 int64_t nPairs, function_ref<void(int64_t, Value)> body) {
+  for (int64_t i = 0; i < slots; ++i) {
+    Value np = m.add(warp, i * warps);
+    if ((i + 1) * warps <= nPairs) {
+      body(i, np);
+      continue;
+    }
+    scf::IfOp::create(m.b, m.loc, m.lt(np, nPairs),
+                      [&](OpBuilder &nb, Location l) {
+                        OpBuilder::InsertionGuard g(m.b);
+                        m.b.setInsertionPoint(nb.getInsertionBlock(),
+                                              nb.getInsertionPoint());
+                        body(i, np);
+                        scf::YieldOp::create(m.b, l);
+                      });
+  }
+}
+} // namespace
+
+void zeroDqRegisters(CtaEmitter &e, Value regs, int64_t slots) {
+  Value z = arith::ConstantOp::create(e.b, e.loc, e.b.getF32FloatAttr(0));
+  for (int64_t i = 0; i < slots * 8; ++i)
+    storeReg(e.b, e.loc, regs, i, z);
+}
+
+void storeDqRegisters(CtaEmitter &e, StoreDqOp op, Value regs, int64_t slots) {
+  Mma m{e.b, e.loc};
+  auto accType = op.getAcc().getType();
+  int64_t hg = accType.getDimSize(0), nPairs = accType.getDimSize(1) / 16;
+  int64_t warps = e.threads / kMmaLanes;
+  WarpLane w = m.warpLane(e.tid);
+  FragRows r = m.fragRows(m.c(0), w.gr, hg);
+  Type elem = op.getDq().getType().getElementType();
+  auto v2 = VectorType::get({2}, m.b.getF32Type());
+  forEachSlot(m, w.warp, warps, slots, nPairs, [&](int64_t i, Value np) {
+    for (int64_t t = 0; t < 2; ++t) {
+      Value col = m.add(m.add(m.mul(np, 16), t * 8), w.kq);
+      for (int64_t half = 0; half < 2; ++half) {
+        Value ok = half ? r.ok1 : r.ok0, row = half ? r.r1 : r.r0;
+        int64_t at = 8 * i + 4 * t + 2 * half;
+        scf::IfOp::create(m.b, m.loc, ok, [&](OpBuilder &nb, Location l) {
+          OpBuilder::InsertionGuard g(m.b);
+          m.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value v = vector::FromElementsOp::create(
+              m.b, l, v2,
+              ValueRange{loadReg(m.b, l, regs, at),
+                         loadReg(m.b, l, regs, at + 1)});
+          if (!elem.isF32())
+            v = arith::TruncFOp::create(m.b, l, VectorType::get({2}, elem), v);
+          Value head = headIndex(m.b, l, op.getHeadBlock(), hg, row);
+          vector::StoreOp::create(m.b, l, v, op.getDq(),
+                                  ValueRange{op.getToken(), head, col});
+          scf::YieldOp::create(m.b, l);
+        });
+      }
+    }
+  });
+}
+
+/// dQ[h, c] += dS[h, :] . K[:, c]: M = heads, N = columns, K = slots. When
+/// the warps divide evenly among the m tiles, each warp keeps one m tile
+/// and loads its dS A fragments (rounded to bf16) once for the whole op,
+/// then walks its share of the column pairs; otherwise (more m tiles than
+/// warps) every (m tile, column pair) item reloads them.
+void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op, Value regs,
+                          int64_t slots) {
+  Mma m{e.b, e.loc};
+  auto accType = op.getAcc().getType();
+  int64_t hg = accType.getDimSize(0), width = accType.getDimSize(1);
+  int64_t block = op.getDs().getType().getDimSize(1);
+  int64_t tileW = staticDim(op.getTile(), 1); // row stride, >= width
+  int64_t mTiles = llvm::divideCeil(hg, 16), nPairs = width / 16;
+  int64_t warps = e.threads / kMmaLanes;
+  bool keepA = warps % mTiles == 0;
+
+  WarpLane w = m.warpLane(e.tid);
+  Value warp = w.warp, lane = w.lane, gr = w.gr, kq = w.kq;
+  Value tileBase = m.base(op.getTile());
+  // ldmatrix.x4.trans: lane l gives the row address of matrix l / 8:
+  // tile row k + l % 16, column n0 + 8 * (l / 16).
+  Value ldRow = m.rem(lane, 16), ldCol = m.mul(m.div(lane, 16), 8);
+  Value acc = op.getAcc(), ds = op.getDs();
+  Value zi = m.zeroI32();
+
+  // Rows >= Hg read row 0 and are replaced by zero, and are never stored.
+  auto rowsOfTile = [&](Value mt) { return m.fragRows(mt, gr, hg); };
+  // A fragment of the k step at slot k: dS rows (r0, r1) x slots (k + kq,
+  // k + kq + 8), rounded to bf16.
+  auto aFrag = [&](const FragRows &r, Value k) -> SmallVector<Value> {
+    Value kc = m.add(k, kq), kc8 = m.add(kc, 8);
+    return {m.sel(r.ok0, m.packBf16(m.loadF32x2(ds, r.s0, kc)), zi),
+            m.sel(r.ok1, m.packBf16(m.loadF32x2(ds, r.s1, kc)), zi),
+            m.sel(r.ok0, m.packBf16(m.loadF32x2(ds, r.s0, kc8)), zi),
+            m.sel(r.ok1, m.packBf16(m.loadF32x2(ds, r.s1, kc8)), zi)};
+  };
+  // C += A . B for the two n8 tiles at columns n0 and n0 + 8, k step k.
+  auto step = [&](Value n0, Value k, ArrayRef<Value> a,
+                  ValueRange c) -> SmallVector<Value> {
+    Value bRow = m.add(
+        tileBase, m.mul(m.add(m.mul(ldRow, tileW), m.add(n0, ldCol)), 2));
+    Value addr = m.add(bRow, m.mul(k, tileW * 2));
+    SmallVector<Value> bq = m.ldmatrix(addr, 4, /*trans=*/true);
+    SmallVector<Value> d0 = m.mma(a, {bq[0], bq[1]}, c.take_front(4));
+    SmallVector<Value> d1 = m.mma(a, {bq[2], bq[3]}, c.drop_front(4));
+    d0.append(d1);
+    return d0;
+  };
+  // Loads the C fragments of the pair at n0, runs `body`, stores them.
+  auto pair = [&](const FragRows &r, Value n0,
+                  function_ref<SmallVector<Value>(ValueRange)> body) {
+    Value z = m.zeroF32();
+    SmallVector<Value> init, cols;
+    for (int64_t t = 0; t < 2; ++t) {
+      Value col = m.add(m.add(n0, t * 8), kq);
+      cols.push_back(col);
+      Value x0 = m.loadF32x2(acc, r.s0, col), x1 = m.loadF32x2(acc, r.s1, col);
+      for (auto [ok, x] : {std::pair{r.ok0, x0}, std::pair{r.ok1, x1}})
+        for (int64_t i = 0; i < 2; ++i)
+          init.push_back(
+              m.sel(ok, vector::ExtractOp::create(m.b, m.loc, x, i), z));
+    }
+    SmallVector<Value> out = body(init);
+    for (int64_t t = 0; t < 2; ++t) {
+      m.storePairIf(r.ok0, acc, r.r0, cols[t], out[4 * t], out[4 * t + 1]);
+      m.storePairIf(r.ok1, acc, r.r1, cols[t], out[4 * t + 2], out[4 * t + 3]);
+    }
+  };
+
+  if (regs) {
+    // The register form: mTiles == 1 (dqRegisterSlots), C in the private
+    // array at constant indices.
+    FragRows r = rowsOfTile(m.c(0));
+    SmallVector<SmallVector<Value>> a;
+    for (int64_t k = 0; k < block; k += 16)
+      a.push_back(aFrag(r, m.c(k)));
+    forEachSlot(m, warp, warps, slots, nPairs, [&](int64_t i, Value np) {
+      Value n0 = m.mul(np, 16);
+      SmallVector<Value> c;
+      for (int64_t j = 0; j < 8; ++j)
+        c.push_back(loadReg(m.b, m.loc, regs, 8 * i + j));
+      for (int64_t k = 0; k < block; k += 16)
+        c = step(n0, m.c(k), a[k / 16], c);
+      for (int64_t j = 0; j < 8; ++j)
+        storeReg(m.b, m.loc, regs, 8 * i + j, c[j]);
+    });
+    return;
+  }
+  if (keepA) {
+    FragRows r = rowsOfTile(m.rem(warp, mTiles));
+    SmallVector<SmallVector<Value>> a;
+    for (int64_t k = 0; k < block; k += 16)
+      a.push_back(aFrag(r, m.c(k)));
+    int64_t stride = warps / mTiles;
+    scf::ForOp::create(
+        m.b, m.loc, m.div(warp, mTiles), m.c(nPairs), m.c(stride),
+        ValueRange{}, [&](OpBuilder &nb, Location l, Value np, ValueRange) {
+          OpBuilder::InsertionGuard g(m.b);
+          m.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          Value n0 = m.mul(np, 16);
+          pair(r, n0, [&](ValueRange init) {
+            SmallVector<Value> c(init);
+            for (int64_t k = 0; k < block; k += 16)
+              c = step(n0, m.c(k), a[k / 16], c);
+            return c;
+          });
+          scf::YieldOp::create(m.b, l);
+        });
+    return;
+  }
+  m.warpLoop(warp, warps, mTiles * nPairs, [&](Value p) {
+    FragRows r = rowsOfTile(m.div(p, nPairs));
+    Value n0 = m.mul(m.rem(p, nPairs), 16);
+    pair(r, n0, [&](ValueRange init) {
+      return m.reduce(block, 16, init,
+                      [&](Value k, ValueRange c) -> SmallVector<Value> {
+                        return step(n0, k, aFrag(r, k), c);
+                      });
+    });
+  });
+}
+
+} // namespace mlir::smla
