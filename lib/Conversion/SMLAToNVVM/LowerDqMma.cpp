@@ -53,7 +53,8 @@ int64_t dqRegisterSlots(DqAccumulateOp op, int64_t threads) {
 
 Value allocDqRegisters(OpBuilder &b, Location loc, int64_t slots) {
   Value n = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(slots * 8));
-  return LLVM::AllocaOp::create(b, loc, LLVM::LLVMPointerType::get(b.getContext()),
+  return LLVM::AllocaOp::create(b, loc,
+                                LLVM::LLVMPointerType::get(b.getContext()),
                                 b.getF32Type(), n, /*alignment=*/16);
 }
 
@@ -80,14 +81,13 @@ void forEachSlot(Mma &m, Value warp, int64_t warps, int64_t slots,
       body(i, np);
       continue;
     }
-    scf::IfOp::create(m.b, m.loc, m.lt(np, nPairs),
-                      [&](OpBuilder &nb, Location l) {
-                        OpBuilder::InsertionGuard g(m.b);
-                        m.b.setInsertionPoint(nb.getInsertionBlock(),
-                                              nb.getInsertionPoint());
-                        body(i, np);
-                        scf::YieldOp::create(m.b, l);
-                      });
+    scf::IfOp::create(
+        m.b, m.loc, m.lt(np, nPairs), [&](OpBuilder &nb, Location l) {
+          OpBuilder::InsertionGuard g(m.b);
+          m.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          body(i, np);
+          scf::YieldOp::create(m.b, l);
+        });
   }
 }
 } // namespace
@@ -171,8 +171,8 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op, Value regs,
   // C += A . B for the two n8 tiles at columns n0 and n0 + 8, k step k.
   auto step = [&](Value n0, Value k, ArrayRef<Value> a,
                   ValueRange c) -> SmallVector<Value> {
-    Value bRow = m.add(
-        tileBase, m.mul(m.add(m.mul(ldRow, tileW), m.add(n0, ldCol)), 2));
+    Value bRow =
+        m.add(tileBase, m.mul(m.add(m.mul(ldRow, tileW), m.add(n0, ldCol)), 2));
     Value addr = m.add(bRow, m.mul(k, tileW * 2));
     SmallVector<Value> bq = m.ldmatrix(addr, 4, /*trans=*/true);
     SmallVector<Value> d0 = m.mma(a, {bq[0], bq[1]}, c.take_front(4));
@@ -227,8 +227,8 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op, Value regs,
       a.push_back(aFrag(r, m.c(k)));
     int64_t stride = warps / mTiles;
     scf::ForOp::create(
-        m.b, m.loc, m.div(warp, mTiles), m.c(nPairs), m.c(stride),
-        ValueRange{}, [&](OpBuilder &nb, Location l, Value np, ValueRange) {
+        m.b, m.loc, m.div(warp, mTiles), m.c(nPairs), m.c(stride), ValueRange{},
+        [&](OpBuilder &nb, Location l, Value np, ValueRange) {
           OpBuilder::InsertionGuard g(m.b);
           m.b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
           Value n0 = m.mul(np, 16);
