@@ -25,6 +25,8 @@
 // RUN: smla-compile -o %t/h64 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=32,lse=base2,positions=0,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=H64 < %t/h64/smla_d512_dt64_h64_g1_b32_s2_base2_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=H64-PTXAS < %t/h64/smla_d512_dt64_h64_g1_b32_s2_base2_bf16_bf16.ptxas.txt
+// RUN: smla-compile -o %t/d960 -quiet --config d=960,dt=64,heads=16,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16,threads=256,ctas_per_sm=2
+// RUN: FileCheck %s --check-prefix=D960 < %t/d960/smla_d960_dt64_h16_g1_b32_base2_pos_bf16_bf16.ptxas.txt
 // RUN: smla-compile -o %t/auto -quiet --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0 --config d=64,dt=32,heads=34,groups=2,block=16 --config d=64,dt=32,heads=64,groups=1,block=16,head_blocks=4
 // RUN: FileCheck %s --check-prefix=AUTO < %t/auto/manifest.json
 // RUN: smla-compile -o %t/note --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0 2>&1 | FileCheck %s --check-prefix=NOTE
@@ -93,6 +95,13 @@
 // q and do staged, are those of H = 16 (the same 156800 bytes).
 // H128: "head_blocks": 8
 // H128-NEXT: "heads": 128
+// At H = 16, 256 threads and two CTAs per SM the dQ accumulator goes to
+// registers only while its column pairs fit the 128 registers with the
+// rest of the kernel (5 pairs per warp at D = 512): at D = 960 (8 pairs)
+// it keeps the shared form and compiles without a spill (smla-compile
+// refuses spills; a stack frame would mean a demoted private array).
+// D960: Function properties for smla_d960_dt64_h16_g1_b32_base2_pos_bf16_bf16_bwd
+// D960-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // The library's B1 kernel (H = 64 as two CTAs of 32 heads, block 32, 512
 // threads): its scores/dP items are (m tile, 16 keys), so every key
 // fragment comes from ldmatrix.x4 (no .x2 anywhere), and the kernel fits

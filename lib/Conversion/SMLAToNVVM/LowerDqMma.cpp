@@ -14,8 +14,11 @@
 // Every index into the array is a constant, so LLVM promotes it to
 // registers: the accumulator is never read from or written to shared
 // memory inside the block loop (the shared buffer stays allocated and
-// unused). smla-lower-to-nvvm chooses it (dqRegisterSlots) when the
-// accumulator is only filled, accumulated into and stored.
+// unused). smla-lower-to-nvvm chooses it (placeDqRegisters in
+// LowerTileOps.cpp) when the accumulator is zero-filled and otherwise
+// only accumulated into and stored, at most 8 slots (64 registers,
+// dqRegisterSlots), and only as many as fit the kernel's register budget
+// above the rest of the kernel.
 //
 // Padded head rows (h >= Hg) never form an address outside this token's
 // rows: their loads go to row 0 of the head block and are replaced by

@@ -6,7 +6,8 @@
 // cached global memory: scores/dP (heads x slots, reduced over the row
 // width) and the dQ update (heads x width, reduced over the slots). Both
 // are bf16 x bf16 accumulated in f32. The CUDA-core forms below are the
-// reference lowering; LowerMma.cpp holds the tensor-core forms.
+// reference lowering; LowerMma.cpp (tile_dot) and LowerDqMma.cpp
+// (dq_accumulate) hold the tensor-core forms.
 //
 //===----------------------------------------------------------------------===//
 

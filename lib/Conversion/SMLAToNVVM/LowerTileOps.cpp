@@ -93,14 +93,20 @@ private:
     int64_t n = threads * (ctas ? ctas.getInt() : 1);
     return std::min<int64_t>(255, 65536 / std::max<int64_t>(n, 1));
   }
-  /// The register form of dQ adds up to 40 registers per thread at H = 16
-  /// (the library's kernel: 63 -> 128 at 256 threads, two CTAs per SM);
-  /// it is planned only where at least 128 are available.
+  /// The register form of dQ adds 8 registers per column pair of a warp
+  /// to a kernel that keeps about 88 others live (the library's H = 16
+  /// kernel: 5 pairs, 63 -> 124-128 registers at 256 threads, two CTAs
+  /// per SM). It is planned only where at least 128 are available and the
+  /// pairs fit in what remains above those 88 (at 128: 5 pairs; a kernel
+  /// of D = 960 at H = 16, 8 pairs, would spill and keeps the shared
+  /// form).
   static constexpr int64_t kDqRegisterBudget = 128;
+  static constexpr int64_t kDqOtherRegisters = 88;
 
   /// The dQ accumulators kept in registers (LowerDqMma.cpp): those that
-  /// are only filled, accumulated into by dq_accumulate ops that all take
-  /// the register form, and stored by store_dq.
+  /// are only zero-filled (at least once), accumulated into by
+  /// dq_accumulate ops that all take the register form, and stored by
+  /// store_dq.
   void placeDqRegisters(OpBuilder &b, ArrayRef<Operation *> ops) {
     for (Operation *op : ops) {
       auto dq = dyn_cast<DqAccumulateOp>(op);
@@ -108,6 +114,9 @@ private:
         continue;
       Value acc = dq.getAcc();
       int64_t slots = dqRegisterSlots(dq, threads);
+      if (8 * slots > registerBudget() - kDqOtherRegisters)
+        slots = 0;
+      bool zeroed = false;
       for (Operation *user : acc.getUsers()) {
         if (auto other = dyn_cast<DqAccumulateOp>(user)) {
           if (other.getAcc() != acc ||
@@ -118,11 +127,13 @@ private:
           auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
           if (!f || !f.getValue().isZero())
             slots = 0;
+          zeroed = true;
         } else if (!isa<StoreDqOp>(user)) {
           slots = 0;
         }
       }
-      if (slots > 0)
+      // The private array starts undefined: it needs the zero fill.
+      if (slots > 0 && zeroed)
         dqRegs[acc] = {allocDqRegisters(b, func.getLoc(), slots), slots};
     }
   }

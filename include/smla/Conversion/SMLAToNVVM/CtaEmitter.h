@@ -76,8 +76,8 @@ void emitCount(OpBuilder &b, Location loc, Value counters, int64_t slot,
 void emitMaskedRedV4(OpBuilder &b, Location loc, ScatterDkvOp op, Value valid,
                      Value raw, Value col, ValueRange four);
 
-/// scatter_dkv on tensor cores (LowerMma.cpp); `mask` and `index` give the
-/// lanes of the op's mask and index vectors.
+/// scatter_dkv on tensor cores (LowerScatterMma.cpp); `mask` and `index`
+/// give the lanes of the op's mask and index vectors.
 bool canUseMma(ScatterDkvOp op, int64_t threads);
 void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
                         const LaneFn &index);

@@ -3,7 +3,8 @@
 // Part of the smla project: a compiled sparse-MLA backward.
 //
 // Shared by the tensor-core lowerings of smla-lower-to-nvvm (LowerMma.cpp:
-// tile_dot, dq_accumulate; LowerScatterMma.cpp: scatter_dkv): index
+// tile_dot; LowerDqMma.cpp: dq_accumulate, store_dq in registers;
+// LowerScatterMma.cpp: scatter_dkv): index
 // arithmetic, 32-bit shared/global loads, bf16 packing, nvvm.mma.sync
 // m16n8k16 and the fragment layout.
 //
