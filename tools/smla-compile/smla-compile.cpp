@@ -205,7 +205,7 @@ int main(int argc, char **argv) {
       int64_t warps = (threads + 31) / 32;
       int64_t perWarp = llvm::alignTo(u.registers * 32, 256);
       if (ctas < 2 || !llvm::StringRef(u.entry).ends_with("_bwd") ||
-          perWarp * warps * ctas <= 65536)
+          perWarp * warps * ctas <= mlir::smla::kRegistersPerSm)
         continue;
       std::optional<std::string> capped = withMinCtasPerSm(*ptx, u.entry, ctas);
       if (!capped)

@@ -86,12 +86,12 @@ public:
   }
 
 private:
-  /// Registers per thread at the CTAs per SM the kernel was mapped for
-  /// (64 K per SM; 255 at most).
+  /// Registers per thread at the CTAs per SM the kernel was mapped for.
   int64_t registerBudget() {
     auto ctas = func->getAttrOfType<IntegerAttr>(kCtasPerSmAttr);
     int64_t n = threads * (ctas ? ctas.getInt() : 1);
-    return std::min<int64_t>(255, 65536 / std::max<int64_t>(n, 1));
+    return std::min(kMaxRegistersPerThread,
+                    kRegistersPerSm / std::max<int64_t>(n, 1));
   }
   /// The register form of dQ adds 8 registers per column pair of a warp
   /// to a kernel that keeps about 88 others live (the library's H = 16

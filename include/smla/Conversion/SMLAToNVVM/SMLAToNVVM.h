@@ -67,6 +67,9 @@ constexpr int64_t kMaxDynamicSmem = 232448;
 /// Shared memory of one sm_90 SM, and the part the system keeps per CTA.
 constexpr int64_t kSmemPerSm = 233472;
 constexpr int64_t kSmemReservedPerCta = 1024;
+/// 32-bit registers of one sm_90 SM, and the most one thread may have.
+constexpr int64_t kRegistersPerSm = 65536;
+constexpr int64_t kMaxRegistersPerThread = 255;
 
 /// A half-open interval of positions in a linear walk of a gpu.func body.
 struct LiveRange {
