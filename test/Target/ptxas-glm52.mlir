@@ -2,6 +2,7 @@
 // RUN: rm -rf %t
 // RUN: smla-compile -o %t --config d=512,dt=64,heads=16,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16 | FileCheck %s --check-prefix=USAGE
 // RUN: FileCheck %s --check-prefix=PTX < %t/smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.ptx
+// RUN: not grep -q ldmatrix.sync.aligned.m8n8.x2 %t/smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 // RUN: not smla-compile -o %t --config heads=3,groups=2 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: not smla-compile -o %t --config sm_scale=0.1 2>&1 | FileCheck %s --check-prefix=SCALE
@@ -22,9 +23,10 @@
 // RUN: smla-compile -o %t/h128 -quiet --config d=512,dt=64,heads=128,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=H128 < %t/h128/manifest.json
 // RUN: FileCheck %s --check-prefix=H128-PTXAS < %t/h128/smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16.ptxas.txt
-// RUN: smla-compile -o %t/h64 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=32,lse=base2,positions=0,dq=bf16,dkv=bf16
-// RUN: FileCheck %s --check-prefix=H64 < %t/h64/smla_d512_dt64_h64_g1_b32_s2_base2_bf16_bf16.ptx
-// RUN: FileCheck %s --check-prefix=H64-PTXAS < %t/h64/smla_d512_dt64_h64_g1_b32_s2_base2_bf16_bf16.ptxas.txt
+// RUN: smla-compile -o %t/h64 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16
+// RUN: FileCheck %s --check-prefix=H64 < %t/h64/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx
+// RUN: FileCheck %s --check-prefix=H64-PTXAS < %t/h64/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptxas.txt
+// RUN: FileCheck %s --check-prefix=H64-SMEM < %t/h64/manifest.json
 // RUN: smla-compile -o %t/d960 -quiet --config d=960,dt=64,heads=16,groups=1,block=32,lse=base2,positions=1,dq=bf16,dkv=bf16,threads=256,ctas_per_sm=2
 // RUN: FileCheck %s --check-prefix=D960 < %t/d960/smla_d960_dt64_h16_g1_b32_base2_pos_bf16_bf16.ptxas.txt
 // RUN: smla-compile -o %t/auto -quiet --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0 --config d=64,dt=32,heads=34,groups=2,block=16 --config d=64,dt=32,heads=64,groups=1,block=16,head_blocks=4
@@ -52,18 +54,20 @@
 // PTX-DAG: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16
 // At H = 16 q and do are staged in shared memory: the scores/dP A
-// fragments come from ldmatrix.x4, the key fragments from ldmatrix.x2, and
-// the dKV B fragments are split into even/odd columns by prmt.
+// fragments come from ldmatrix.x4, and so do the key fragments (block 64
+// at 256 threads: 4 items of (m tile, 16 keys) for 8 warps, one
+// ldmatrix.x4 for 16 keys; no .x2 anywhere, the RUN line after the PTX
+// checks); the dKV B fragments are
+// split into even/odd columns by prmt.
 // PTX-DAG: ldmatrix.sync.aligned.m8n8.x4.shared.b16
-// PTX-DAG: ldmatrix.sync.aligned.m8n8.x2.shared.b16
 // PTX-DAG: prmt.b32 {{.*}}, 0x5410U;
 // PTX-DAG: prmt.b32 {{.*}}, 0x7632U;
 // sm_scale is the bwd kernel's last parameter (f32).
 // PTX-DAG: .param .u32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_12,
 // PTX-DAG: .param .f32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_13
 
-// The library's H = 16 (block 64), 32 and 64 (block 32; 64 as two CTAs of
-// 32 heads): no spills, with tensor cores.
+// H = 16 (block 64), 32 and 64 (block 32; 64 as two CTAs of 32 heads) at
+// 256 threads: no spills, with tensor cores.
 // SPILLS: Function properties for smla_d512_dt64_h16_g1_b64_natural_bf16_bf16_bwd
 // SPILLS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // SPILLS: Function properties for smla_d512_dt64_h32_g1_b32_base2_pos_bf16_bf16_bwd
@@ -81,7 +85,7 @@
 // MANIFEST-NOT: "sm_scale": {{[0-9]}}
 // MANIFEST: "format": "smla-manifest"
 // MANIFEST: "kind": "bwd"
-// MANIFEST: "dynamic_smem": 156800
+// MANIFEST: "dynamic_smem": 119424
 // MANIFEST: "name": "sm_scale",
 // MANIFEST-NEXT: "type": "f32"
 
@@ -91,8 +95,11 @@
 
 // H = 128 at block 64 is split by itself into eight head blocks of 16 (one
 // CTA each): 64 or 32 heads per CTA cannot stage both their q and do rows
-// at block 64. The grid's second extent counts the blocks; the tiles, with
-// q and do staged, are those of H = 16 (the same 156800 bytes).
+// at block 64 (smla-gpu-map's staging estimate counts the dQ accumulator
+// in shared memory, before smla-allocate-smem moves it to registers). The
+// grid's second extent counts the blocks; the tiles, with q and do
+// staged, are those of H = 16 (the same 119424 bytes: 156800 with the dQ
+// accumulator's 37376).
 // H128: "head_blocks": 8
 // H128-NEXT: "heads": 128
 // At H = 16, 256 threads and two CTAs per SM the dQ accumulator goes to
@@ -102,18 +109,23 @@
 // refuses spills; a stack frame would mean a demoted private array).
 // D960: Function properties for smla_d960_dt64_h16_g1_b32_base2_pos_bf16_bf16_bwd
 // D960-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
-// The library's B1 kernel (H = 64 as two CTAs of 32 heads, block 32, 512
+// The library's B1 kernel (H = 64 as two CTAs of 32 heads, block 64, 512
 // threads): its scores/dP items are (m tile, 16 keys), so every key
 // fragment comes from ldmatrix.x4 (no .x2 anywhere), and the kernel fits
-// one CTA of 512 threads per SM without spilling.
+// one CTA of 512 threads per SM without spilling, its dQ accumulator in
+// registers (5 column pairs per warp, 40 registers). Without the
+// accumulator's 74752 bytes the CTA stages both q and do at block 64
+// (163968 bytes).
 // H64-NOT: ldmatrix.sync.aligned.m8n8.x2
 // H64: mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32
 // H64-NOT: ldmatrix.sync.aligned.m8n8.x2
 // H64-PTXAS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // H64-PTXAS-NEXT: Used {{[0-9]|[1-9][0-9]|1[01][0-9]|12[0-8]}} registers
+// H64-SMEM: "head_blocks": 2
+// H64-SMEM: "dynamic_smem": 163968
 // H128: "entry": "smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16_bwd"
 // H128-NEXT: "kind": "bwd"
-// H128: "dynamic_smem": 156800
+// H128: "dynamic_smem": 119424
 // H128-NEXT: "grid": [
 // H128-NEXT: "T",
 // H128-NEXT: 8,
@@ -122,12 +134,12 @@
 
 // Without head_blocks, smla-compile keeps the fewest head blocks (of 16 to
 // 64 heads) whose CTA stages both q and do: H = 64 at block 64 stages both
-// only with 16 heads per CTA (4 blocks, 156800 bytes). A group of 17 heads
+// only with 16 heads per CTA (4 blocks, 119424 bytes). A group of 17 heads
 // (prime) has one candidate, itself. An explicit head_blocks is kept.
 // AUTO: "head_blocks": 4,
 // AUTO-NEXT: "heads": 64
 // AUTO: "entry": "smla_d512_dt64_h64_g1_b64_s4_base2_bf16_bf16_bwd"
-// AUTO: "dynamic_smem": 156800
+// AUTO: "dynamic_smem": 119424
 // AUTO: "head_blocks": 1,
 // AUTO-NEXT: "heads": 34
 // AUTO: "entry": "smla_d64_dt32_h34_g2_b16_base2_bf16_bf16_bwd"
@@ -137,11 +149,15 @@
 // H128-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 // --ctas-per-sm bounds the staging of q and do rows: H = 16, block 32 has
-// 80000 B of tiles (P and dS over the scores and dP tiles); staged q adds
-// 18688 B and do 16640 B. One CTA per SM (226304 B) or two (115712 B
-// each) stage both, three (76800 B) neither.
-// C1: "dynamic_smem": 115328
-// C2: "dynamic_smem": 115328
+// 80000 B of tiles (P and dS over the scores and dP tiles, the dQ
+// accumulator's 37376 B counted); staged q adds 18688 B and do 16640 B.
+// One CTA per SM (226304 B) or two (115712 B each) stage both, three
+// (76800 B) neither. At one or two CTAs per SM (256 threads: 255 or 128
+// registers per thread) smla-allocate-smem then keeps the dQ accumulator
+// in registers and gives it no bytes: 115328 - 37376 = 77952 B; three
+// leave 85 registers, and it stays in shared memory.
+// C1: "dynamic_smem": 77952
+// C2: "dynamic_smem": 77952
 // C3: "dynamic_smem": 80000
 
 // At 256 threads ptxas keeps the kernel small enough for 2 CTAs per SM by

@@ -142,6 +142,13 @@ def SMLAAllocateSmem : Pass<"smla-allocate-smem", "::mlir::gpu::GPUModuleOp"> {
     definition: a buffer used in a loop is live across its back edge. The total goes to the
     kernel's `smla.dynamic_smem` attribute.
 
+    A dQ accumulator that the register form of `smla-lower-to-nvvm` can
+    hold (with `mma`: zero-filled, only accumulated into by
+    `smla.dq_accumulate` and stored, its column pairs within the registers
+    per thread that the kernel's threads and `smla.ctas_per_sm` leave) gets
+    no bytes: its alloca is marked `smla.dq_registers = <column pairs per
+    warp>` instead, and the lowering keeps it in a private array per thread.
+
     Before:
     ```mlir
     %a = memref.alloca() : memref<16x64xf32, #gpu.address_space<workgroup>>
@@ -154,6 +161,11 @@ def SMLAAllocateSmem : Pass<"smla-allocate-smem", "::mlir::gpu::GPUModuleOp"> {
         to memref<16x64xf32, #gpu.address_space<workgroup>>
     ```
   }];
+  let options = [
+    Option<"mma", "mma", "bool", /*default=*/"true",
+           "Plan for the mma lowering (dQ accumulators in registers); a "
+           "`smla.mma` attribute on the builtin module overrides it">,
+  ];
   let dependentDialects = ["::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect"];
 }

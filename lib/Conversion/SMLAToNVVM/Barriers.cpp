@@ -37,10 +37,14 @@ struct Access {
 
 /// Byte range of a workgroup memref: the `memref.view` of the shared-memory
 /// buffer it comes from (through casts). Unknown origin: the whole buffer.
+/// A dQ accumulator planned in registers (kDqRegistersAttr) has none: each
+/// thread keeps its own elements.
 std::optional<std::pair<int64_t, int64_t>> footprint(Value v) {
   auto type = dyn_cast<MemRefType>(v.getType());
   if (!type ||
       !gpu::GPUDialect::isWorkgroupMemoryAddressSpace(type.getMemorySpace()))
+    return std::nullopt;
+  if (auto a = rootAlloca(v); a && a->hasAttr(kDqRegistersAttr))
     return std::nullopt;
   while (true) {
     if (auto cast = v.getDefiningOp<memref::ReinterpretCastOp>()) {

@@ -221,10 +221,19 @@ scf::ForOp findGroupLoop(scf::ForOp tokenLoop) {
   return {};
 }
 
-/// Bytes of the workgroup allocas of `kernel`, each rounded up to 128.
+/// Bytes of the workgroup allocas of `kernel`, each rounded up to 128, but
+/// for the dQ accumulators smla-allocate-smem will keep in registers
+/// (planDqRegisters; for the mma lowering unless the module says
+/// `smla.mma = false`).
 int64_t workgroupBytesUsed(gpu::GPUFuncOp kernel) {
+  DenseSet<Operation *> inRegisters;
+  if (mmaEnabled(kernel, /*option=*/true))
+    for (auto [acc, slots] : planDqRegisters(kernel))
+      inRegisters.insert(rootAlloca(acc));
   int64_t total = 0;
   kernel.walk([&](memref::AllocaOp a) {
+    if (inRegisters.contains(a))
+      return;
     MemRefType type = a.getType();
     int64_t bytes = type.getNumElements() *
                     llvm::divideCeil(type.getElementTypeBitWidth(), 8);

@@ -8,17 +8,19 @@
 //                  C = the accumulator: in shared memory, or, in the
 //                  register form, a private f32 array per thread.
 //
-// The register form (one m tile, i.e. Hg <= 16): a warp's column pairs
-// are np = warp + i * warps for slots i < ceil(W / 16 / warps), and slot i
-// keeps the 8 C values of its pair at [8 i, 8 i + 8) of a private array.
+// The register form (the warps divide evenly among the m tiles): a warp
+// keeps m tile warp % mTiles and column pairs np = warp / mTiles + i * S,
+// S = warps / mTiles, for slots i < ceil(W / 16 / S); slot i keeps the 8 C
+// values of its pair at [8 i, 8 i + 8) of a private array.
 // Every index into the array is a constant, so LLVM promotes it to
 // registers: the accumulator is never read from or written to shared
-// memory inside the block loop (the shared buffer stays allocated and
-// unused). smla-lower-to-nvvm chooses it (placeDqRegisters in
-// LowerTileOps.cpp) when the accumulator is zero-filled and otherwise
-// only accumulated into and stored, at most 8 slots (64 registers,
-// dqRegisterSlots), and only as many as fit the kernel's register budget
-// above the rest of the kernel.
+// memory. smla-allocate-smem chooses it (planDqRegisters) before it places
+// the shared-memory tiles, so the accumulator gets no shared memory: when
+// the accumulator is zero-filled and otherwise only accumulated into and
+// stored, at most 8 slots (64 registers, dqRegisterSlots), and only as
+// many as fit the kernel's register budget above the rest of the kernel.
+// It marks the alloca (kDqRegistersAttr); smla-lower-to-nvvm follows the
+// mark.
 //
 // Padded head rows (h >= Hg) never form an address outside this token's
 // rows: their loads go to row 0 of the head block and are replaced by
@@ -46,12 +48,99 @@ bool canUseMma(DqAccumulateOp op) {
 int64_t dqRegisterSlots(DqAccumulateOp op, int64_t threads) {
   int64_t hg = op.getAcc().getType().getDimSize(0);
   int64_t nPairs = op.getAcc().getType().getDimSize(1) / 16;
+  int64_t mTiles = llvm::divideCeil(hg, 16);
   int64_t warps = threads / kMmaLanes;
-  if (!canUseMma(op) || hg > 16 || warps == 0)
+  if (!canUseMma(op) || warps == 0 || warps % mTiles != 0)
     return 0;
-  int64_t slots = llvm::divideCeil(nPairs, warps);
+  int64_t slots = llvm::divideCeil(nPairs, warps / mTiles);
   // At most 64 accumulator registers per thread.
   return slots * 8 <= 64 ? slots : 0;
+}
+
+bool mmaEnabled(Operation *op, bool option) {
+  auto top =
+      isa<ModuleOp>(op) ? cast<ModuleOp>(op) : op->getParentOfType<ModuleOp>();
+  if (top)
+    if (auto attr = top->getAttrOfType<BoolAttr>("smla.mma"))
+      return attr.getValue();
+  return option;
+}
+
+namespace {
+/// The register form of dQ adds 8 registers per column pair of a warp to a
+/// kernel that keeps about 88 others live (the library's H = 16 kernel: 5
+/// pairs, 63 -> 124-128 registers at 256 threads and two CTAs per SM; the
+/// 32-head CTA at 512 threads, one per SM: 5 pairs, 128 registers). It is
+/// planned only where at least 128 are available and the pairs fit in what
+/// remains above those 88 (at 128: 5 pairs; a kernel of D = 960 at H = 16,
+/// 8 pairs, would spill and keeps the shared form).
+constexpr int64_t kDqRegisterBudget = 128;
+constexpr int64_t kDqOtherRegisters = 88;
+
+/// Registers per thread at the CTAs per SM the kernel was mapped for.
+int64_t registerBudget(gpu::GPUFuncOp func, int64_t threads) {
+  auto ctas = func->getAttrOfType<IntegerAttr>(kCtasPerSmAttr);
+  int64_t n = threads * (ctas ? ctas.getInt() : 1);
+  return std::min(kMaxRegistersPerThread,
+                  kRegistersPerSm / std::max<int64_t>(n, 1));
+}
+} // namespace
+
+memref::AllocaOp rootAlloca(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (auto a = dyn_cast<memref::AllocaOp>(def))
+      return a;
+    if (auto sub = dyn_cast<memref::SubViewOp>(def))
+      v = sub.getSource();
+    else if (auto cast = dyn_cast<memref::CastOp>(def))
+      v = cast.getSource();
+    else if (auto re = dyn_cast<memref::ReinterpretCastOp>(def))
+      v = re.getSource();
+    else
+      return {};
+  }
+  return {};
+}
+
+llvm::DenseMap<Value, int64_t> planDqRegisters(gpu::GPUFuncOp func) {
+  llvm::DenseMap<Value, int64_t> plan;
+  auto block = func.getKnownBlockSize();
+  int64_t threads = block ? (*block)[0] : 256;
+  int64_t budget = registerBudget(func, threads);
+  if (budget < kDqRegisterBudget)
+    return plan;
+  func.walk([&](DqAccumulateOp dq) {
+    Value acc = dq.getAcc();
+    memref::AllocaOp alloca = rootAlloca(acc);
+    if (!alloca || plan.count(acc))
+      return;
+    // The accumulator must be the alloca's only view.
+    Value root = alloca.getResult();
+    if (root != acc && !root.hasOneUse())
+      return;
+    int64_t slots = dqRegisterSlots(dq, threads);
+    if (8 * slots > budget - kDqOtherRegisters)
+      slots = 0;
+    bool zeroed = false;
+    for (Operation *user : acc.getUsers()) {
+      if (auto other = dyn_cast<DqAccumulateOp>(user)) {
+        if (other.getAcc() != acc || dqRegisterSlots(other, threads) != slots)
+          slots = 0;
+      } else if (auto fill = dyn_cast<linalg::FillOp>(user)) {
+        auto c = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+        auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+        if (!f || !f.getValue().isZero())
+          slots = 0;
+        zeroed = true;
+      } else if (!isa<StoreDqOp>(user)) {
+        slots = 0;
+      }
+    }
+    // The private array starts undefined: it needs the zero fill.
+    if (slots > 0 && zeroed)
+      plan[acc] = slots;
+  });
+  return plan;
 }
 
 Value allocDqRegisters(OpBuilder &b, Location loc, int64_t slots) {
@@ -75,12 +164,23 @@ void storeReg(OpBuilder &b, Location loc, Value regs, int64_t i, Value v) {
   LLVM::StoreOp::create(b, loc, v, regPtr(b, loc, regs, i));
 }
 
-/// for slot i: if (np = warp + i * warps < nPairs) body(i, np).
-void forEachSlot(Mma &m, Value warp, int64_t warps, int64_t slots,
-                 int64_t nPairs, function_ref<void(int64_t, Value)> body) {
+/// A warp's share of the register form: m tile warp % mTiles, column pairs
+/// np = warp / mTiles + i * (warps / mTiles).
+struct SlotLayout {
+  Value mTile, first;
+  int64_t stride;
+};
+SlotLayout slotLayout(Mma &m, Value warp, int64_t warps, int64_t hg) {
+  int64_t mTiles = llvm::divideCeil(hg, 16);
+  return {m.rem(warp, mTiles), m.div(warp, mTiles), warps / mTiles};
+}
+
+/// for slot i: if (np = first + i * stride < nPairs) body(i, np).
+void forEachSlot(Mma &m, const SlotLayout &s, int64_t slots, int64_t nPairs,
+                 function_ref<void(int64_t, Value)> body) {
   for (int64_t i = 0; i < slots; ++i) {
-    Value np = m.add(warp, i * warps);
-    if ((i + 1) * warps <= nPairs) {
+    Value np = m.add(s.first, i * s.stride);
+    if ((i + 1) * s.stride <= nPairs) {
       body(i, np);
       continue;
     }
@@ -107,10 +207,11 @@ void storeDqRegisters(CtaEmitter &e, StoreDqOp op, Value regs, int64_t slots) {
   int64_t hg = accType.getDimSize(0), nPairs = accType.getDimSize(1) / 16;
   int64_t warps = e.threads / kMmaLanes;
   WarpLane w = m.warpLane(e.tid);
-  FragRows r = m.fragRows(m.c(0), w.gr, hg);
+  SlotLayout s = slotLayout(m, w.warp, warps, hg);
+  FragRows r = m.fragRows(s.mTile, w.gr, hg);
   Type elem = op.getDq().getType().getElementType();
   auto v2 = VectorType::get({2}, m.b.getF32Type());
-  forEachSlot(m, w.warp, warps, slots, nPairs, [&](int64_t i, Value np) {
+  forEachSlot(m, s, slots, nPairs, [&](int64_t i, Value np) {
     for (int64_t t = 0; t < 2; ++t) {
       Value col = m.add(m.add(m.mul(np, 16), t * 8), w.kq);
       for (int64_t half = 0; half < 2; ++half) {
@@ -205,13 +306,14 @@ void lowerDqAccumulateMma(CtaEmitter &e, DqAccumulateOp op, Value regs,
   };
 
   if (regs) {
-    // The register form: mTiles == 1 (dqRegisterSlots), C in the private
-    // array at constant indices.
-    FragRows r = rowsOfTile(m.c(0));
+    // The register form: the warps divide evenly among the m tiles
+    // (dqRegisterSlots), C in the private array at constant indices.
+    SlotLayout s = slotLayout(m, warp, warps, hg);
+    FragRows r = rowsOfTile(s.mTile);
     SmallVector<SmallVector<Value>> a;
     for (int64_t k = 0; k < block; k += 16)
       a.push_back(aFrag(r, m.c(k)));
-    forEachSlot(m, warp, warps, slots, nPairs, [&](int64_t i, Value np) {
+    forEachSlot(m, s, slots, nPairs, [&](int64_t i, Value np) {
       Value n0 = m.mul(np, 16);
       SmallVector<Value> c;
       for (int64_t j = 0; j < 8; ++j)

@@ -81,7 +81,7 @@ DotLhs dotLhs(Mma &m, TileDotOp op, int64_t hg) {
 /// products of a top-k block in one pass (`ops` has two on the same key
 /// tile, token and head block: V is the first D columns of the keys). A
 /// warp takes (m tile, n8 tile) items, or (m tile, 16 keys) items where
-/// those would leave half the warps idle (below); per k step of 16 it
+/// the former fit in one round of the warps (below); per k step of 16 it
 /// loads its key fragment once and runs one mma per product. Two products give two
 /// independent mma chains (which hides mma latency); a lone product gets
 /// them from even and odd k steps. Over the columns only the wider product
@@ -118,16 +118,18 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
   Value ldBRow = m.rem(lane, 8), ldBCol = m.mul(m.rem(m.div(lane, 8), 2), 8);
 
   // Both products, at least 4 (m tile, 16 keys) items, and (m tile, n
-  // tile) items that would leave half the warps idle (the 32-head CTA at
-  // block 32: 8 items for 16 warps): a warp takes two n tiles, so each A
-  // fragment it loads serves two mma per product. That halves the A
-  // traffic from shared memory (the phase was bound by it: B1 1.10x,
-  // docs/performance.md) and gives four accumulator chains per warp. The
+  // tile) items that all fit in one round of the warps (the 32-head CTA
+  // at block 32 or 64: 8 or 16 items for 16 warps): a warp takes two n
+  // tiles, so each A fragment it loads serves two mma per product. That
+  // halves the A traffic from shared memory, which bounds the phase, at
+  // the price of idle warps in it (B1 1.10x at block 32, 1.09x at block
+  // 64, docs/performance.md), and gives four accumulator chains per
+  // warp. The
   // 16 keys come from one ldmatrix.x4: lane l addresses key
   // l % 8 + 8 (l / 16) at column 8 ((l / 8) % 2), registers 0-1 the first
   // n tile, 2-3 the second.
   if (lhs.size() == 2 && bLd && nTiles % 2 == 0 &&
-      mTiles * nTiles / 2 >= 4 && 2 * mTiles * nTiles <= warps &&
+      mTiles * nTiles / 2 >= 4 && mTiles * nTiles <= warps &&
       llvm::all_of(lhs, ldmatrixOk)) {
     int64_t nPairs = nTiles / 2;
     Value bKey = m.add(ldBRow, m.mul(m.div(lane, 16), 8));

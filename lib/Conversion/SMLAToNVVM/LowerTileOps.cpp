@@ -72,8 +72,8 @@ public:
       return success();
     OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
     tid = gpu::ThreadIdOp::create(b, func.getLoc(), gpu::Dimension::x);
-    if (mma && registerBudget() >= kDqRegisterBudget)
-      placeDqRegisters(b, ops);
+    if (failed(placeDqRegisters(b)))
+      return failure();
     for (Operation *op : ops)
       if (failed(lower(op)))
         return failure();
@@ -82,60 +82,47 @@ public:
         return op->emitOpError() << "still has uses after lowering";
       op->erase();
     }
+    // The accumulators in registers leave their (sub)view chain unused.
+    for (Value acc : dqViews) {
+      for (Operation *def = acc.getDefiningOp(); def;) {
+        if (!def->use_empty())
+          return def->emitOpError() << "still has uses after lowering";
+        Operation *next = def->getNumOperands()
+                              ? def->getOperand(0).getDefiningOp()
+                              : nullptr;
+        bool root = isa<memref::AllocaOp>(def);
+        def->erase();
+        if (root)
+          break;
+        def = next;
+      }
+    }
     return success();
   }
 
 private:
-  /// Registers per thread at the CTAs per SM the kernel was mapped for.
-  int64_t registerBudget() {
-    auto ctas = func->getAttrOfType<IntegerAttr>(kCtasPerSmAttr);
-    int64_t n = threads * (ctas ? ctas.getInt() : 1);
-    return std::min(kMaxRegistersPerThread,
-                    kRegistersPerSm / std::max<int64_t>(n, 1));
-  }
-  /// The register form of dQ adds 8 registers per column pair of a warp
-  /// to a kernel that keeps about 88 others live (the library's H = 16
-  /// kernel: 5 pairs, 63 -> 124-128 registers at 256 threads, two CTAs
-  /// per SM). It is planned only where at least 128 are available and the
-  /// pairs fit in what remains above those 88 (at 128: 5 pairs; a kernel
-  /// of D = 960 at H = 16, 8 pairs, would spill and keeps the shared
-  /// form).
-  static constexpr int64_t kDqRegisterBudget = 128;
-  static constexpr int64_t kDqOtherRegisters = 88;
-
-  /// The dQ accumulators kept in registers (LowerDqMma.cpp): those that
-  /// are only zero-filled (at least once), accumulated into by
-  /// dq_accumulate ops that all take the register form, and stored by
-  /// store_dq.
-  void placeDqRegisters(OpBuilder &b, ArrayRef<Operation *> ops) {
-    for (Operation *op : ops) {
-      auto dq = dyn_cast<DqAccumulateOp>(op);
-      if (!dq || dqRegs.count(dq.getAcc()))
-        continue;
+  /// The dQ accumulators smla-allocate-smem planned in registers
+  /// (kDqRegistersAttr on their alloca): a private array each.
+  LogicalResult placeDqRegisters(OpBuilder &b) {
+    WalkResult r = func.walk([&](DqAccumulateOp dq) {
       Value acc = dq.getAcc();
-      int64_t slots = dqRegisterSlots(dq, threads);
-      if (8 * slots > registerBudget() - kDqOtherRegisters)
-        slots = 0;
-      bool zeroed = false;
-      for (Operation *user : acc.getUsers()) {
-        if (auto other = dyn_cast<DqAccumulateOp>(user)) {
-          if (other.getAcc() != acc ||
-              dqRegisterSlots(other, threads) != slots)
-            slots = 0;
-        } else if (auto fill = dyn_cast<linalg::FillOp>(user)) {
-          auto c = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
-          auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
-          if (!f || !f.getValue().isZero())
-            slots = 0;
-          zeroed = true;
-        } else if (!isa<StoreDqOp>(user)) {
-          slots = 0;
-        }
+      memref::AllocaOp a = rootAlloca(acc);
+      auto slots =
+          a ? a->getAttrOfType<IntegerAttr>(kDqRegistersAttr) : IntegerAttr();
+      if (!slots || dqRegs.count(acc))
+        return WalkResult::advance();
+      if (!mma) {
+        a.emitOpError() << "is a dQ accumulator planned in registers ("
+                        << kDqRegistersAttr
+                        << "), which needs the mma lowering";
+        return WalkResult::interrupt();
       }
-      // The private array starts undefined: it needs the zero fill.
-      if (slots > 0 && zeroed)
-        dqRegs[acc] = {allocDqRegisters(b, func.getLoc(), slots), slots};
-    }
+      dqRegs[acc] = {allocDqRegisters(b, func.getLoc(), slots.getInt()),
+                     slots.getInt()};
+      dqViews.push_back(acc);
+      return WalkResult::advance();
+    });
+    return failure(r.wasInterrupted());
   }
 
   LogicalResult lower(Operation *op) {
@@ -564,6 +551,8 @@ private:
   DenseSet<Operation *> fusedAway;
   /// dQ accumulator -> (private array, column pairs per warp).
   DenseMap<Value, std::pair<Value, int64_t>> dqRegs;
+  /// Their accumulator operands.
+  SmallVector<Value> dqViews;
 };
 
 struct SMLALowerToNVVMPass
@@ -572,15 +561,12 @@ struct SMLALowerToNVVMPass
   void runOnOperation() override {
     // smla-compile --mma=false marks the enclosing module with
     // `smla.mma = false`; it overrides the option (CUDA-core fallback).
-    bool useMma = mma;
-    if (auto top = getOperation()->getParentOfType<ModuleOp>())
-      if (auto attr = top->getAttrOfType<BoolAttr>("smla.mma"))
-        useMma = attr.getValue();
+    bool withMma = mmaEnabled(getOperation(), mma);
     for (auto func : getOperation().getOps<gpu::GPUFuncOp>()) {
       // Barriers go between the tile ops before they are lowered: their
       // shared-memory footprints are only visible at this level.
       insertTileBarriers(func);
-      if (failed(FuncLowering(func, useMma).run()))
+      if (failed(FuncLowering(func, withMma).run()))
         return signalPassFailure();
     }
   }

@@ -1,5 +1,7 @@
 // RUN: smla-opt --smla-gpu-kernels %s | FileCheck %s
-// RUN: smla-opt --smla-guarded --smla-gpu-map --smla-allocate-smem --smla-lower-to-nvvm="mma=false" %s | FileCheck %s --check-prefix=SCALAR
+// RUN: smla-opt --smla-guarded --smla-gpu-map --smla-allocate-smem="mma=false" --smla-lower-to-nvvm="mma=false" %s | FileCheck %s --check-prefix=SCALAR
+// RUN: smla-opt --smla-guarded --smla-gpu-map --smla-allocate-smem %s | FileCheck %s --check-prefix=PLAN
+// RUN: not smla-opt --smla-guarded --smla-gpu-map --smla-allocate-smem --smla-lower-to-nvvm="mma=false" %s 2>&1 | FileCheck %s --check-prefix=MISMATCH
 
 // The guarded tile IR mapped onto kernels: every cp.async reads from
 // select(mask, idx, 0) with a source count select(mask, 8, 0); every exp2 is
@@ -14,12 +16,13 @@
 // CHECK-LABEL: gpu.func @small_bwd
 // CHECK-SAME: %arg10: i32, %[[SCALE:arg11]]: f32, %arg12: i32) kernel
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
-// The key tile is 16 x (96 + 8) bf16 (rows padded by 16 bytes), the dQ
-// accumulator 2 x (96 + 8) f32 (rows padded by 32 bytes), two 2 x 16 f32
-// tiles (scores then P, dP then dS), and the head block's 2 q rows
-// (2 x 104 bf16) and do rows (2 x 72 bf16) are staged.
+// The key tile is 16 x (96 + 8) bf16 (rows padded by 16 bytes), two 2 x 16
+// f32 tiles (scores then P, dP then dS), and the head block's 2 q rows
+// (2 x 104 bf16) and do rows (2 x 72 bf16) are staged; the dQ accumulator
+// (2 x (96 + 8) f32, 896 bytes with alignment) is in registers and has no
+// shared memory (the SCALAR run below gives it its bytes back).
 // CHECK-SAME: smla.ctas_per_sm = 1
-// CHECK-SAME: smla.dynamic_smem = 5504
+// CHECK-SAME: smla.dynamic_smem = 4608
 // CHECK-SAME: smla.grid = ["T", "2", "1"], smla.kind = "bwd"
 // CHECK-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "T", "S_kv", "K", "sm_scale", "walk_period"]
 // CHECK-NOT: 1.020000e-01
@@ -40,6 +43,10 @@
 // CHECK: nvgpu.device_async_copy %{{.*}}[%[[ROW]], %block_id_y, %{{[0-9]+}}], %view[%arg{{[0-9]+}}, %{{[0-9]+}}], 8, %[[N]] {bypassL1} : memref<?x2x96xbf16> to memref<16x104xbf16, #gpu.address_space<workgroup>>
 // CHECK: nvgpu.device_async_wait
 // CHECK-NEXT: gpu.barrier
+// The scores/dP phase has 2 (m tile, n8 tile) items for 8 warps: a
+// branch on warp < 2, not a loop.
+// CHECK: %[[W:[0-9]+]] = arith.cmpi ult, %{{[0-9]+}}, %c2{{.*}} : index
+// CHECK-NEXT: scf.if %[[W]] {
 // Padded head rows (>= Hg = 2) are never stored.
 // CHECK: %[[OK:[0-9]+]] = arith.cmpi ult, %{{[0-9]+}}, %c2{{.*}} : index
 // Scores and dP on tensor cores in one pass over the key tile: per k step,
@@ -119,7 +126,14 @@ func.func @small(%q: memref<?x4x96xbf16>, %kv: memref<?x2x96xbf16>, %o: memref<?
 }
 
 // The CUDA-core fallback (mma=false) uses no tensor cores.
+// smla-allocate-smem plans the dQ accumulator in registers (1 column pair
+// per warp: 6 pairs, 8 warps) and gives its alloca no bytes; planned so,
+// the CUDA-core lowering refuses it instead of reading shared memory that
+// is not there. Planned for the CUDA cores, it keeps its 896 bytes.
+// PLAN: memref.alloca() {smla.dq_registers = 1 : i64} : memref<2x104xf32, #gpu.address_space<workgroup>>
+// MISMATCH: error: 'memref.alloca' op is a dQ accumulator planned in registers (smla.dq_registers), which needs the mma lowering
 // SCALAR-LABEL: gpu.func @small_bwd
+// SCALAR-SAME: smla.dynamic_smem = 5504
 // SCALAR-NOT: nvvm.mma.sync
 // SCALAR-NOT: nvvm.ldmatrix
 // SCALAR: vector.fma

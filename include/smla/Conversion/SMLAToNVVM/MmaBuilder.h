@@ -149,9 +149,21 @@ struct Mma {
   }
 
   /// for (p = warp; p < n; p += warps) body(p): every lane of a warp runs
-  /// the same iterations, as mma.sync.aligned requires.
+  /// the same iterations, as mma.sync.aligned requires. With n <= warps, a
+  /// branch (ptxas then keeps the B1 kernel's 16-key items at block 64
+  /// within 128 registers; as a loop it spilled 8 bytes).
   void warpLoop(Value warp, int64_t warps, int64_t n,
                 function_ref<void(Value)> body) {
+    if (n <= warps) {
+      // At most one item per warp: a branch, not a loop.
+      scf::IfOp::create(b, loc, lt(warp, n), [&](OpBuilder &nb, Location l) {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+        body(warp);
+        scf::YieldOp::create(b, l);
+      });
+      return;
+    }
     scf::ForOp::create(b, loc, warp, c(n), c(warps), ValueRange{},
                        [&](OpBuilder &nb, Location l, Value p, ValueRange) {
                          OpBuilder::InsertionGuard g(b);

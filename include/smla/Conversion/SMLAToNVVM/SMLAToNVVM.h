@@ -52,6 +52,11 @@ constexpr llvm::StringLiteral kStagedAttr = "smla.staged";
 /// ctas-per-sm); with its thread count it bounds the registers per thread
 /// that smla-lower-to-nvvm may plan for.
 constexpr llvm::StringLiteral kCtasPerSmAttr = "smla.ctas_per_sm";
+/// On the workgroup alloca of a dQ accumulator: smla-allocate-smem planned
+/// it in registers (the register form of LowerDqMma.cpp, this many column
+/// pairs per warp), so it has no shared-memory bytes; smla-lower-to-nvvm
+/// keeps it in a private array per thread and erases the alloca.
+constexpr llvm::StringLiteral kDqRegistersAttr = "smla.dq_registers";
 /// The f32 kernel parameter holding the softmax scale. The `scale`
 /// attributes of smla.softmax / smla.dscores (from the op's `sm_scale`) are
 /// compile-time placeholders: in a kernel with this parameter the lowering
@@ -103,6 +108,23 @@ void insertTileBarriers(gpu::GPUFuncOp func);
 /// insertion point, which must dominate `loop`.
 LogicalResult rotateBlockWalk(OpBuilder &b, scf::ForOp loop, Value cta,
                               Value period);
+
+/// Whether the tile products of `op`'s kernels use mma.sync: `option`,
+/// unless the enclosing builtin module says `smla.mma` (smla-compile
+/// --mma=false).
+bool mmaEnabled(Operation *op, bool option);
+
+/// The dQ accumulators of `func` (workgroup allocas) that the register form
+/// holds, with their column pairs per warp: those zero-filled at least once
+/// and otherwise only accumulated into by mma dq_accumulate ops and stored,
+/// whose pairs fit the registers per thread the kernel's threads and
+/// `smla.ctas_per_sm` leave above the rest of the kernel (LowerDqMma.cpp).
+/// The map is keyed by the accumulator operand; its storage is the alloca
+/// `rootAlloca` finds.
+llvm::DenseMap<Value, int64_t> planDqRegisters(gpu::GPUFuncOp func);
+/// The alloca a workgroup memref is a (sub)view of, through subviews and
+/// casts, or null.
+memref::AllocaOp rootAlloca(Value v);
 
 /// The `sm_scale` argument of the kernel holding `op`, or null when the
 /// kernel has none (then the op's constant `scale` attribute is used).
