@@ -95,11 +95,12 @@
 
 // H = 128 at block 64 is split by itself into eight head blocks of 16 (one
 // CTA each): 64 or 32 heads per CTA cannot stage both their q and do rows
-// at block 64 (smla-gpu-map's staging estimate counts the dQ accumulator
-// in shared memory, before smla-allocate-smem moves it to registers). The
-// grid's second extent counts the blocks; the tiles, with q and do
-// staged, are those of H = 16 (the same 119424 bytes: 156800 with the dQ
-// accumulator's 37376).
+// at block 64 (at 256 threads a CTA of 32 heads would need 9 column pairs
+// per warp to keep its dQ accumulator in registers, more than the 8 the
+// register form takes, so the accumulator's 74752 bytes stay in shared
+// memory). The grid's second extent counts the blocks; the tiles, with q
+// and do staged, are those of H = 16 (the same 119424 bytes, its
+// accumulator in registers).
 // H128: "head_blocks": 8
 // H128-NEXT: "heads": 128
 // At H = 16, 256 threads and two CTAs per SM the dQ accumulator goes to
@@ -149,13 +150,13 @@
 // H128-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 
 // --ctas-per-sm bounds the staging of q and do rows: H = 16, block 32 has
-// 80000 B of tiles (P and dS over the scores and dP tiles, the dQ
-// accumulator's 37376 B counted); staged q adds 18688 B and do 16640 B.
-// One CTA per SM (226304 B) or two (115712 B each) stage both, three
-// (76800 B) neither. At one or two CTAs per SM (256 threads: 255 or 128
-// registers per thread) smla-allocate-smem then keeps the dQ accumulator
-// in registers and gives it no bytes: 115328 - 37376 = 77952 B; three
-// leave 85 registers, and it stays in shared memory.
+// 80000 B of tiles (P and dS over the scores and dP tiles), 42624 B
+// without the dQ accumulator's 37376 B, which smla-gpu-map plans in
+// registers where 256 threads at one or two CTAs per SM leave 255 or 128
+// registers per thread; staged q adds 18688 B and do 16640 B. One CTA
+// per SM (226304 B) or two (115712 B each) stage both (77952 B), three
+// (76800 B each; 85 registers per thread, so the accumulator stays in
+// shared memory) neither.
 // C1: "dynamic_smem": 77952
 // C2: "dynamic_smem": 77952
 // C3: "dynamic_smem": 80000

@@ -112,6 +112,16 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
     copied once (cp.async) into padded shared buffers before the block
     loop, and `smla.tile_dot` (and `smla.scatter_dkv`, when both are staged)
     read those `[1, H, W]` views at token 0 instead of global memory.
+
+    With `mma`, the dQ accumulator that the register form of
+    `smla-lower-to-nvvm` can hold (zero-filled, only accumulated into by
+    `smla.dq_accumulate` and stored, the warps dividing evenly among its m
+    tiles, its column pairs within the registers per thread that `threads`
+    and `ctas-per-sm` leave above the rest of the kernel) is marked
+    `smla.dq_registers = <column pairs per warp>` on its alloca: it is left
+    out of the staging estimate, gets no shared memory from
+    `smla-allocate-smem`, and the lowering keeps it in a private array per
+    thread.
   }];
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"256",
@@ -119,6 +129,9 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
     Option<"ctasPerSm", "ctas-per-sm", "int64_t", /*default=*/"1",
            "Shared memory left for this many CTAs per SM bounds the optional "
            "staging of q and do rows (the tiles themselves are not shrunk)">,
+    Option<"mma", "mma", "bool", /*default=*/"true",
+           "Plan for the mma lowering (the dQ accumulator in registers); a "
+           "`smla.mma` attribute on the builtin module overrides it">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::memref::MemRefDialect",
@@ -142,12 +155,8 @@ def SMLAAllocateSmem : Pass<"smla-allocate-smem", "::mlir::gpu::GPUModuleOp"> {
     definition: a buffer used in a loop is live across its back edge. The total goes to the
     kernel's `smla.dynamic_smem` attribute.
 
-    A dQ accumulator that the register form of `smla-lower-to-nvvm` can
-    hold (with `mma`: zero-filled, only accumulated into by
-    `smla.dq_accumulate` and stored, its column pairs within the registers
-    per thread that the kernel's threads and `smla.ctas_per_sm` leave) gets
-    no bytes: its alloca is marked `smla.dq_registers = <column pairs per
-    warp>` instead, and the lowering keeps it in a private array per thread.
+    A dQ accumulator whose alloca `smla-gpu-map` marked
+    `smla.dq_registers` lives in registers and gets no bytes.
 
     Before:
     ```mlir
@@ -161,11 +170,6 @@ def SMLAAllocateSmem : Pass<"smla-allocate-smem", "::mlir::gpu::GPUModuleOp"> {
         to memref<16x64xf32, #gpu.address_space<workgroup>>
     ```
   }];
-  let options = [
-    Option<"mma", "mma", "bool", /*default=*/"true",
-           "Plan for the mma lowering (dQ accumulators in registers); a "
-           "`smla.mma` attribute on the builtin module overrides it">,
-  ];
   let dependentDialects = ["::mlir::memref::MemRefDialect",
                            "::mlir::arith::ArithDialect"];
 }

@@ -222,17 +222,11 @@ scf::ForOp findGroupLoop(scf::ForOp tokenLoop) {
 }
 
 /// Bytes of the workgroup allocas of `kernel`, each rounded up to 128, but
-/// for the dQ accumulators smla-allocate-smem will keep in registers
-/// (planDqRegisters; for the mma lowering unless the module says
-/// `smla.mma = false`).
+/// for the dQ accumulators marked for registers (kDqRegistersAttr).
 int64_t workgroupBytesUsed(gpu::GPUFuncOp kernel) {
-  DenseSet<Operation *> inRegisters;
-  if (mmaEnabled(kernel, /*option=*/true))
-    for (auto [acc, slots] : planDqRegisters(kernel))
-      inRegisters.insert(rootAlloca(acc));
   int64_t total = 0;
   kernel.walk([&](memref::AllocaOp a) {
-    if (inRegisters.contains(a))
+    if (a->hasAttr(kDqRegistersAttr))
       return;
     MemRefType type = a.getType();
     int64_t bytes = type.getNumElements() *
@@ -402,7 +396,7 @@ DenseMap<Value, Value> inPlaceTiles(func::FuncOp func) {
 }
 
 LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
-                          int64_t threads, int64_t ctasPerSm) {
+                          int64_t threads, int64_t ctasPerSm, bool mma) {
   FailureOr<Roles> roles = findRoles(func);
   if (failed(roles))
     return failure();
@@ -516,6 +510,11 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     Value period = kernel.getArgument(tensors.size() + scalars.size() - 1);
     if (failed(rotateBlockWalk(b, blockLoop, cta, period)))
       return failure();
+    // The dQ accumulator that the register form holds: marked here, so
+    // the staging estimate below and smla-allocate-smem leave it out.
+    if (mma)
+      for (auto [acc, slots] : planDqRegisters(kernel))
+        rootAlloca(acc)->setAttr(kDqRegistersAttr, b.getI64IntegerAttr(slots));
     // Shared memory per SM on sm_90: 228 KiB, of which 1 KiB per CTA is
     // reserved by the system.
     int64_t budget =
@@ -598,8 +597,9 @@ struct SMLAGpuMapPass
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "smla_kernels");
+    bool withMma = mmaEnabled(module, mma);
     for (func::FuncOp func : funcs)
-      if (failed(mapFunction(func, gpuModule, threads, ctasPerSm)))
+      if (failed(mapFunction(func, gpuModule, threads, ctasPerSm, withMma)))
         return signalPassFailure();
   }
 };

@@ -14,13 +14,13 @@
 // values of its pair at [8 i, 8 i + 8) of a private array.
 // Every index into the array is a constant, so LLVM promotes it to
 // registers: the accumulator is never read from or written to shared
-// memory. smla-allocate-smem chooses it (planDqRegisters) before it places
-// the shared-memory tiles, so the accumulator gets no shared memory: when
-// the accumulator is zero-filled and otherwise only accumulated into and
-// stored, at most 8 slots (64 registers, dqRegisterSlots), and only as
-// many as fit the kernel's register budget above the rest of the kernel.
-// It marks the alloca (kDqRegistersAttr); smla-lower-to-nvvm follows the
-// mark.
+// memory. smla-gpu-map chooses it (planDqRegisters) when the accumulator
+// is zero-filled and otherwise only accumulated into and stored, at most
+// 8 slots (64 registers, dqRegisterSlots), and only as many as fit the
+// kernel's register budget above the rest of the kernel. It marks the
+// alloca (kDqRegistersAttr): the staging estimate and smla-allocate-smem
+// leave it out, and smla-lower-to-nvvm follows the mark after checking it
+// (checkDqRegisters).
 //
 // Padded head rows (h >= Hg) never form an address outside this token's
 // rows: their loads go to row 0 of the head block and are replaced by
@@ -102,6 +102,20 @@ memref::AllocaOp rootAlloca(Value v) {
   return {};
 }
 
+memref::AllocaOp soleRootAlloca(Value acc) {
+  memref::AllocaOp a = rootAlloca(acc);
+  if (!a)
+    return {};
+  // Every value between acc and the alloca has one use: the next view.
+  for (Operation *def = acc.getDefiningOp(); def != a.getOperation();) {
+    Value source = def->getOperand(0);
+    if (!source.hasOneUse())
+      return {};
+    def = source.getDefiningOp();
+  }
+  return a;
+}
+
 llvm::DenseMap<Value, int64_t> planDqRegisters(gpu::GPUFuncOp func) {
   llvm::DenseMap<Value, int64_t> plan;
   auto block = func.getKnownBlockSize();
@@ -111,12 +125,8 @@ llvm::DenseMap<Value, int64_t> planDqRegisters(gpu::GPUFuncOp func) {
     return plan;
   func.walk([&](DqAccumulateOp dq) {
     Value acc = dq.getAcc();
-    memref::AllocaOp alloca = rootAlloca(acc);
-    if (!alloca || plan.count(acc))
-      return;
     // The accumulator must be the alloca's only view.
-    Value root = alloca.getResult();
-    if (root != acc && !root.hasOneUse())
+    if (!soleRootAlloca(acc) || plan.count(acc))
       return;
     int64_t slots = dqRegisterSlots(dq, threads);
     if (8 * slots > budget - kDqOtherRegisters)

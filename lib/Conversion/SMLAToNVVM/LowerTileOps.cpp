@@ -101,8 +101,10 @@ public:
   }
 
 private:
-  /// The dQ accumulators smla-allocate-smem planned in registers
-  /// (kDqRegistersAttr on their alloca): a private array each.
+  /// The dQ accumulators smla-gpu-map planned in registers
+  /// (kDqRegistersAttr on their alloca): a private array each. The mark
+  /// is checked against the op: a wrong slot count would leave column
+  /// pairs unaccumulated.
   LogicalResult placeDqRegisters(OpBuilder &b) {
     WalkResult r = func.walk([&](DqAccumulateOp dq) {
       Value acc = dq.getAcc();
@@ -111,12 +113,17 @@ private:
           a ? a->getAttrOfType<IntegerAttr>(kDqRegistersAttr) : IntegerAttr();
       if (!slots || dqRegs.count(acc))
         return WalkResult::advance();
-      if (!mma) {
+      auto refuse = [&](StringRef why) {
         a.emitOpError() << "is a dQ accumulator planned in registers ("
-                        << kDqRegistersAttr
-                        << "), which needs the mma lowering";
+                        << kDqRegistersAttr << "), " << why;
         return WalkResult::interrupt();
-      }
+      };
+      if (!mma)
+        return refuse("which needs the mma lowering");
+      if (soleRootAlloca(acc) != a)
+        return refuse("but has more than one view");
+      if (slots.getInt() != dqRegisterSlots(dq, threads))
+        return refuse("but its column pairs per warp do not match the op's");
       dqRegs[acc] = {allocDqRegisters(b, func.getLoc(), slots.getInt()),
                      slots.getInt()};
       dqViews.push_back(acc);

@@ -130,17 +130,10 @@ constexpr int64_t kAlign = 128;
 
 struct SMLAAllocateSmemPass
     : public mlir::smla::impl::SMLAAllocateSmemBase<SMLAAllocateSmemPass> {
-  using Base::Base;
   void runOnOperation() override {
     gpu::GPUModuleOp module = getOperation();
-    bool withMma = mmaEnabled(module, mma);
     for (auto func : module.getOps<gpu::GPUFuncOp>()) {
-      // dQ accumulators in registers get no bytes, only a mark.
-      if (withMma)
-        for (auto [acc, slots] : planDqRegisters(func))
-          rootAlloca(acc)->setAttr(
-              kDqRegistersAttr,
-              IntegerAttr::get(IntegerType::get(&getContext(), 64), slots));
+      // dQ accumulators in registers (smla-gpu-map's mark) get no bytes.
       SmallVector<memref::AllocaOp> allocas;
       func.walk([&](memref::AllocaOp a) {
         if (isWorkgroup(a.getType()) && !a->hasAttr(kDqRegistersAttr))

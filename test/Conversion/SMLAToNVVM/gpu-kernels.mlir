@@ -1,6 +1,6 @@
 // RUN: smla-opt --smla-gpu-kernels %s | FileCheck %s
-// RUN: smla-opt --smla-guarded --smla-gpu-map --smla-allocate-smem="mma=false" --smla-lower-to-nvvm="mma=false" %s | FileCheck %s --check-prefix=SCALAR
-// RUN: smla-opt --smla-guarded --smla-gpu-map --smla-allocate-smem %s | FileCheck %s --check-prefix=PLAN
+// RUN: smla-opt --smla-guarded --smla-gpu-map="mma=false" --smla-allocate-smem --smla-lower-to-nvvm="mma=false" %s | FileCheck %s --check-prefix=SCALAR
+// RUN: smla-opt --smla-guarded --smla-gpu-map %s | FileCheck %s --check-prefix=PLAN
 // RUN: not smla-opt --smla-guarded --smla-gpu-map --smla-allocate-smem --smla-lower-to-nvvm="mma=false" %s 2>&1 | FileCheck %s --check-prefix=MISMATCH
 
 // The guarded tile IR mapped onto kernels: every cp.async reads from
@@ -126,10 +126,11 @@ func.func @small(%q: memref<?x4x96xbf16>, %kv: memref<?x2x96xbf16>, %o: memref<?
 }
 
 // The CUDA-core fallback (mma=false) uses no tensor cores.
-// smla-allocate-smem plans the dQ accumulator in registers (1 column pair
-// per warp: 6 pairs, 8 warps) and gives its alloca no bytes; planned so,
-// the CUDA-core lowering refuses it instead of reading shared memory that
-// is not there. Planned for the CUDA cores, it keeps its 896 bytes.
+// smla-gpu-map plans the dQ accumulator in registers (1 column pair per
+// warp: 6 pairs, 8 warps) and smla-allocate-smem gives its alloca no
+// bytes; planned so, the CUDA-core lowering refuses it instead of reading
+// shared memory that is not there. Mapped for the CUDA cores, it keeps
+// its 896 bytes.
 // PLAN: memref.alloca() {smla.dq_registers = 1 : i64} : memref<2x104xf32, #gpu.address_space<workgroup>>
 // MISMATCH: error: 'memref.alloca' op is a dQ accumulator planned in registers (smla.dq_registers), which needs the mma lowering
 // SCALAR-LABEL: gpu.func @small_bwd

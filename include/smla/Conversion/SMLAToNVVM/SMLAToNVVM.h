@@ -52,9 +52,9 @@ constexpr llvm::StringLiteral kStagedAttr = "smla.staged";
 /// ctas-per-sm); with its thread count it bounds the registers per thread
 /// that smla-lower-to-nvvm may plan for.
 constexpr llvm::StringLiteral kCtasPerSmAttr = "smla.ctas_per_sm";
-/// On the workgroup alloca of a dQ accumulator: smla-allocate-smem planned
-/// it in registers (the register form of LowerDqMma.cpp, this many column
-/// pairs per warp), so it has no shared-memory bytes; smla-lower-to-nvvm
+/// On the workgroup alloca of a dQ accumulator: smla-gpu-map planned it in
+/// registers (the register form of LowerDqMma.cpp, this many column pairs
+/// per warp), so smla-allocate-smem gives it no bytes; smla-lower-to-nvvm
 /// keeps it in a private array per thread and erases the alloca.
 constexpr llvm::StringLiteral kDqRegistersAttr = "smla.dq_registers";
 /// The f32 kernel parameter holding the softmax scale. The `scale`
@@ -120,11 +120,14 @@ bool mmaEnabled(Operation *op, bool option);
 /// whose pairs fit the registers per thread the kernel's threads and
 /// `smla.ctas_per_sm` leave above the rest of the kernel (LowerDqMma.cpp).
 /// The map is keyed by the accumulator operand; its storage is the alloca
-/// `rootAlloca` finds.
+/// `soleRootAlloca` finds.
 llvm::DenseMap<Value, int64_t> planDqRegisters(gpu::GPUFuncOp func);
 /// The alloca a workgroup memref is a (sub)view of, through subviews and
 /// casts, or null.
 memref::AllocaOp rootAlloca(Value v);
+/// rootAlloca(acc), if every value between acc and it has a single use
+/// (acc is the alloca's only view), else null.
+memref::AllocaOp soleRootAlloca(Value acc);
 
 /// The `sm_scale` argument of the kernel holding `op`, or null when the
 /// kernel has none (then the op's constant `scale` attribute is used).
