@@ -39,13 +39,15 @@ void mlir::smla::buildCpuPipeline(OpPassManager &pm) {
 }
 
 void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
-                                        int64_t ctasPerSm) {
+                                        int64_t ctasPerSm, bool prefetchKeys) {
   buildGuardedPipeline(pm);
   SMLAGpuMapOptions mapOptions;
   mapOptions.threads = threads;
   mapOptions.ctasPerSm = ctasPerSm;
   pm.addPass(createSMLAGpuMap(mapOptions));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  if (prefetchKeys)
+    kernels.addPass(createSMLAPrefetchKeys());
   kernels.addPass(createSMLAAllocateSmem());
   kernels.addPass(createSMLAVerifySmem());
   kernels.addPass(createSMLAInsertBarriers());

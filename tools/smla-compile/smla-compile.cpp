@@ -58,6 +58,12 @@ static cl::opt<bool> useMma("mma",
                             cl::desc("Tensor cores (mma.sync) for the block "
                                      "products; false: CUDA-core fallback"),
                             cl::init(true));
+static cl::opt<bool> prefetchKeys(
+    "prefetch-keys",
+    cl::desc("Issue the next top-k block's key gather during this block's "
+             "dKV scatter (smla-prefetch-keys); false: gather, then wait, "
+             "at the start of each block"),
+    cl::init(true));
 static cl::opt<int> ctaThreads(
     "cta-threads", cl::desc("Threads per CTA of the bwd kernel (a multiple of 32, "
                         "64 to 1024)"),
@@ -148,7 +154,7 @@ int main(int argc, char **argv) {
       if (!useMma)
         (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
       PassManager kernelsPm(&context);
-      buildGpuKernelPipeline(kernelsPm, threads, ctas);
+      buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys);
       if (failed(kernelsPm.run(*module))) {
         if (!last) {
           if (!quiet)

@@ -141,6 +141,59 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def SMLAPrefetchKeys : Pass<"smla-prefetch-keys", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Gather the next block's key rows while this block's dKV "
+                "is reduced";
+  let description = [{
+    In each kernel's top-k block loop, splits the key gather in two: the
+    copies (cp.async) for step j + 1 are issued right after the last op of
+    step j that reads the key tile (the dQ accumulate), so they land while
+    step j's dKV scatter runs, and step j + 1 begins by waiting for them.
+    Step 0 issues its own copies first thing (under `scf.if` on the first
+    step), and the last step issues none, so no copy is in flight after
+    the loop. An issue is a clone of the ops the gather's indices and mask
+    are computed from (the rotated block index, the index load, the tail
+    lane count, the mask) at the issued step, without guard counters (the
+    block's own mask still counts): the masks and the never-dereferenced
+    invalid lanes are those of the unsplit gather.
+
+    The key tile stays single-buffered: the dQ accumulate of step j must
+    finish before step j + 1's copies are issued, so smla-insert-barriers
+    places a barrier there (the issue writes the tile); the copies become
+    visible at the wait, which writes the tile too. The pass refuses a loop
+    where an op touches the tile before the step's gather.
+
+    Kernels marked for several CTAs per SM (`smla.ctas_per_sm` > 1) are
+    left alone: there the other CTAs run while one waits for its keys
+    (B2's kernel measured no gain) and the registers are tighter.
+
+    Before (one step):
+    ```mlir
+    %m = smla.index_mask %idx ...
+    smla.gather %kv[%g] rows(%idx) mask(%m : vector<64xi1>) into %keys
+    smla.tile_dot ... ; smla.softmax ... ; smla.dq_accumulate %ds, %keys ...
+    smla.scatter_dkv ...
+    ```
+    After:
+    ```mlir
+    scf.if %first_step {
+      smla.gather %kv[%g] rows(%idx) mask(%m : vector<64xi1>) into %keys
+          {issue_only}
+    }
+    smla.gather ... into %keys {wait_only}
+    smla.tile_dot ... ; smla.softmax ... ; smla.dq_accumulate %ds, %keys ...
+    scf.if %has_next {
+      %idx1 = smla.index_load ... ; %m1 = smla.index_mask %idx1 ...
+      smla.gather %kv[%g] rows(%idx1) mask(%m1 : vector<64xi1>) into %keys
+          {issue_only}
+    }
+    smla.scatter_dkv ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
 def SMLAAllocateSmem : Pass<"smla-allocate-smem", "::mlir::gpu::GPUModuleOp"> {
   let summary = "Give every workgroup buffer a byte range of dynamic shared "
                 "memory";

@@ -23,9 +23,10 @@ void buildCpuPipeline(OpPassManager &pm);
 /// verified, tile ops lowered to gpu/nvgpu/nvvm (`smla-gpu-kernels`), with
 /// `threads` threads per CTA (a multiple of 32); q/do rows are staged in
 /// shared memory only within the share that leaves room for `ctasPerSm`
-/// CTAs per SM.
+/// CTAs per SM. With `prefetchKeys`, each block's key gather is issued
+/// during the previous block (smla-prefetch-keys).
 void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
-                            int64_t ctasPerSm = 1);
+                            int64_t ctasPerSm = 1, bool prefetchKeys = true);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

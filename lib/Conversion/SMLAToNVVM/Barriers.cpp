@@ -203,7 +203,12 @@ void placeBarriers(Block &block, SmallVectorImpl<Access> &pending) {
     });
     if (needed)
       barrierBefore(&op);
-    pending.append(accesses.begin(), accesses.end());
+    // The copies of an issue_only gather land at its wait_only gather,
+    // which writes the tile again; no barrier makes them visible earlier
+    // (smla-prefetch-keys keeps the tile untouched in between).
+    auto gather = dyn_cast<GatherOp>(op);
+    if (!gather || !gather.getIssueOnly())
+      pending.append(accesses.begin(), accesses.end());
   }
 }
 } // namespace

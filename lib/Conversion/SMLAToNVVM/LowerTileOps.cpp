@@ -248,6 +248,13 @@ private:
   }
 
   LogicalResult lowerOp(CtaEmitter &e, GatherOp op) {
+    // The second half of a split gather (smla-prefetch-keys): every
+    // thread waits for the copies it issued; the barrier after it
+    // (Barriers.cpp: the op writes the tile) makes them visible to all.
+    if (op.getWaitOnly()) {
+      NVVM::CpAsyncWaitGroupOp::create(e.b, e.loc, 0);
+      return success();
+    }
     MemRefType tile = op.getTile().getType();
     int64_t width = op.getKv().getType().getDimSize(2);
     if (!tile.getElementType().isBF16() || width % 8 || tile.getDimSize(1) % 8)
@@ -299,8 +306,9 @@ private:
     Value group = nvgpu::DeviceAsyncCreateGroupOp::create(
         e.b, e.loc, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()),
         ValueRange{});
-    nvgpu::DeviceAsyncWaitOp::create(e.b, e.loc, group,
-                                     e.b.getI32IntegerAttr(0));
+    if (!op.getIssueOnly())
+      nvgpu::DeviceAsyncWaitOp::create(e.b, e.loc, group,
+                                       e.b.getI32IntegerAttr(0));
     return success();
   }
 

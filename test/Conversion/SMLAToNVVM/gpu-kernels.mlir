@@ -33,6 +33,12 @@
 // CHECK: %[[DQR:[0-9]+]] = llvm.alloca %c8_i32 x f32 {alignment = 16 : i64} : (i32) -> !llvm.ptr
 // CHECK: %[[Z0:[0-9]+]] = llvm.getelementptr %[[DQR]][0] : (!llvm.ptr) -> !llvm.ptr, f32
 // CHECK-NEXT: llvm.store %{{.*}}, %[[Z0]] : f32, !llvm.ptr
+// The key gather is split (prefetch-keys.mlir): step 0 issues its own
+// copies, every step waits for them; the copies themselves are checked in
+// step 0's issue.
+// CHECK: scf.for %[[J:arg[0-9]+]] = %c0{{.*}} to
+// CHECK: %[[FIRST:[0-9]+]] = arith.cmpi eq, %[[J]], %c0{{.*}} : index
+// CHECK-NEXT: scf.if %[[FIRST]] {
 // CHECK: %[[SAFE:[0-9]+]] = arith.select %[[M:[0-9]+]], %{{[0-9]+}}, %c0_i32{{.*}} : i32
 // CHECK: %[[ROW:[0-9]+]] = arith.index_cast %[[SAFE]] : i32 to index
 // CHECK: %[[N:[0-9]+]] = arith.select %[[M]], %c8{{.*}}, %c0{{.*}} : index
@@ -41,7 +47,9 @@
 // CHECK: scf.for %{{.*}} = %{{[0-9]+}} to %c12{{.*}} step %c8{{.*}} {
 // CHECK-NOT: memref.load
 // CHECK: nvgpu.device_async_copy %{{.*}}[%[[ROW]], %block_id_y, %{{[0-9]+}}], %view[%arg{{[0-9]+}}, %{{[0-9]+}}], 8, %[[N]] {bypassL1} : memref<?x2x96xbf16> to memref<16x104xbf16, #gpu.address_space<workgroup>>
-// CHECK: nvgpu.device_async_wait
+// CHECK: nvgpu.device_async_create_group
+// CHECK-NOT: device_async_wait
+// CHECK: nvvm.cp.async.wait.group 0
 // CHECK-NEXT: gpu.barrier
 // The scores/dP phase has 2 (m tile, n8 tile) items for 8 warps: a
 // branch on warp < 2, not a loop.

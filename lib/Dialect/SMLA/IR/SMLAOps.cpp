@@ -181,6 +181,8 @@ LogicalResult GatherOp::verify() {
       failed(checkLength(*this, "mask", getMask().getType().getNumElements(),
                          "the number of indices", lanes)))
     return failure();
+  if (getIssueOnly() && getWaitOnly())
+    return emitOpError() << "cannot be both issue_only and wait_only";
   if (dim(getTile(), 1) < dim(getKv(), 2))
     return emitOpError() << "tile width (" << dim(getTile(), 1)
                          << ") is less than the kv row width ("

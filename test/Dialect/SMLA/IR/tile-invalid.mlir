@@ -42,6 +42,14 @@ func.func @gather_mask(%kv: memref<?x1x48xbf16>, %i: vector<16xi32>, %m: vector<
 
 // -----
 
+func.func @gather_split(%kv: memref<?x1x48xbf16>, %i: vector<16xi32>, %t: index, %tile: memref<16x48xbf16>) {
+  // expected-error @+1 {{cannot be both issue_only and wait_only}}
+  smla.gather %kv[%t] rows(%i) into %tile {issue_only, wait_only} : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
+  return
+}
+
+// -----
+
 func.func @gather_width(%kv: memref<?x1x48xbf16>, %i: vector<16xi32>, %t: index, %tile: memref<16x32xbf16>) {
   // expected-error @+1 {{tile width (32) is less than the kv row width (48)}}
   smla.gather %kv[%t] rows(%i) into %tile : memref<?x1x48xbf16>, vector<16xi32>, memref<16x32xbf16>

@@ -203,6 +203,13 @@ def SMLA_GatherOp : SMLA_Op<"gather"> {
     neither written nor read. A masked lane is never turned into an address. Without `mask` the op is unguarded and
     `smla-verify-guards` rejects it.
 
+    The GPU mapping may split a gather in two (`smla-prefetch-keys`): an
+    `issue_only` gather starts the copies (cp.async) of a later block and
+    returns, and the `wait_only` gather where the block is used completes
+    them: the tile holds its rows after it, as if the whole gather ran
+    there. Both carry the block's indices and mask; only the issue reads
+    them. The tile must not be touched between the two.
+
     ```mlir
     smla.gather %kv[%g] rows(%idx) mask(%m : vector<64xi1>) into %tile
         : memref<?x1x576xbf16>, vector<64xi32>, memref<64x576xbf16>
@@ -210,7 +217,7 @@ def SMLA_GatherOp : SMLA_Op<"gather"> {
   }];
   let arguments = (ins SMLA_Bf16Rank3:$kv, Index:$group,
       SMLA_IndexVector:$indices, Optional<SMLA_MaskVector>:$mask,
-      SMLA_KeyTile:$tile);
+      SMLA_KeyTile:$tile, UnitAttr:$issue_only, UnitAttr:$wait_only);
   let assemblyFormat = [{
     $kv `[` $group `]` `rows` `(` $indices `)`
     (`mask` `(` $mask^ `:` type($mask) `)`)? `into` $tile attr-dict `:`
