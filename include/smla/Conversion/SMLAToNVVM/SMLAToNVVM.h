@@ -27,6 +27,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::smla {
@@ -109,6 +110,20 @@ void insertTileBarriers(gpu::GPUFuncOp func);
 /// insertion point, which must dominate `loop`.
 LogicalResult rotateBlockWalk(OpBuilder &b, scf::ForOp loop, Value cta,
                               Value period);
+
+/// Extra bf16 columns per row of a key tile or a staged q/do row in shared
+/// memory (16 bytes: consecutive rows fall in different banks).
+constexpr int64_t kKeyTilePad = 8;
+
+/// smla-gpu-map's staging of the CTA's q and do rows in shared memory
+/// (StageTokenRows.cpp): `tensors` are the kernel's tensor parameters by
+/// role, `mapping` maps them to the kernel's views, `t`/`g` are the CTA's
+/// token and head block, `headBlocks` the CTAs per token, and `budget`
+/// the shared-memory bytes the staged rows and the tiles may use.
+void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
+                    ArrayRef<std::pair<StringRef, Value>> tensors,
+                    IRMapping &mapping, Value t, Value g, int64_t threads,
+                    int64_t headBlocks, int64_t budget);
 
 /// Whether the tile products of `op`'s kernels use mma.sync: `option`,
 /// unless the enclosing builtin module says `smla.mma` (smla-compile

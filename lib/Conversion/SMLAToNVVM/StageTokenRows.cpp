@@ -1,0 +1,152 @@
+//===- StageTokenRows.cpp - q and do rows of a CTA in shared memory -------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+// Part of smla-gpu-map: the block products of every top-k block read the
+// CTA's q and do rows; when they fit next to the tiles they are copied once
+// into shared memory before the block loop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Conversion/SMLAToNVVM/SMLAToNVVM.h"
+
+
+using namespace mlir;
+using namespace mlir::smla;
+
+/// Bytes of the workgroup allocas of `kernel`, each rounded up to 128, but
+/// for the dQ accumulators marked for registers (kDqRegistersAttr).
+static int64_t workgroupBytesUsed(gpu::GPUFuncOp kernel) {
+  int64_t total = 0;
+  kernel.walk([&](memref::AllocaOp a) {
+    if (a->hasAttr(kDqRegistersAttr))
+      return;
+    MemRefType type = a.getType();
+    int64_t bytes = type.getNumElements() *
+                    llvm::divideCeil(type.getElementTypeBitWidth(), 8);
+    total += llvm::alignTo(bytes, 128);
+  });
+  return total;
+}
+
+/// The q and do rows of the CTA's (token, head block) are read by every
+/// block product of every top-k block: copy them once into shared memory
+/// (rows padded by 16 bytes, against bank conflicts) and let tile_dot and
+/// scatter_dkv read them there. With `headBlocks` = G * headBlocks CTAs per
+/// token, block g owns rows [g * Hb, (g + 1) * Hb) of the token, Hb = H /
+/// headBlocks; the staged view is [1, Hb, W] with a row stride of W + 8,
+/// read at token 0 and head block 0. q is staged if it fits in `budget`
+/// bytes next to the tiles, then do if it still fits; scatter_dkv reads
+/// them staged only when both are.
+void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
+                    ArrayRef<std::pair<StringRef, Value>> tensors,
+                    IRMapping &mapping, Value t, Value g, int64_t threads,
+                    int64_t headBlocks, int64_t budget) {
+  Value q, dout;
+  for (auto [name, v] : tensors) {
+    if (name == "q")
+      q = mapping.lookupOrNull(v);
+    if (name == "do")
+      dout = mapping.lookupOrNull(v);
+  }
+  if (!q || !dout)
+    return;
+  auto shapeOf = [](Value v) { return cast<MemRefType>(v.getType()); };
+  int64_t allHeads = shapeOf(q).getDimSize(1);
+  if (ShapedType::isDynamic(allHeads) || allHeads % headBlocks)
+    return;
+  int64_t heads = allHeads / headBlocks;
+  int64_t widths[2] = {shapeOf(q).getDimSize(2), shapeOf(dout).getDimSize(2)};
+  bool stage[2] = {false, false};
+  int64_t used = workgroupBytesUsed(kernel);
+  for (int i = 0; i < 2; ++i) {
+    int64_t w = widths[i];
+    if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(w) || w % 8)
+      return;
+    int64_t bytes = llvm::alignTo(heads * (w + kKeyTilePad) * 2, 128);
+    stage[i] = used + bytes <= budget;
+    if (stage[i])
+      used += bytes;
+  }
+  if (!stage[0] && !stage[1])
+    return;
+  SmallVector<Attribute> stagedNames;
+  for (int i = 0; i < 2; ++i)
+    if (stage[i])
+      stagedNames.push_back(b.getStringAttr(i == 0 ? "q" : "do"));
+  kernel->setAttr(kStagedAttr, b.getArrayAttr(stagedNames));
+
+  MLIRContext *ctx = b.getContext();
+  auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto idx = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value zero = idx(0);
+  Value firstRow = arith::MulIOp::create(b, loc, g, idx(heads));
+  DenseMap<Value, Value> staged;
+  Value sources[2] = {q, dout};
+  for (int i = 0; i < 2; ++i) {
+    if (!stage[i])
+      continue;
+    Value src = sources[i];
+    int64_t w = widths[i], stride = w + kKeyTilePad, chunks = w / 8;
+    auto padded = MemRefType::get({heads, stride}, b.getBF16Type(),
+                                  MemRefLayoutAttrInterface{}, wgSpace);
+    Value buffer = memref::AllocaOp::create(b, loc, padded);
+    auto layout = StridedLayoutAttr::get(ctx, 0, {heads * stride, stride, 1});
+    auto viewType =
+        MemRefType::get({1, heads, w}, b.getBF16Type(), layout, wgSpace);
+    Value view = memref::ReinterpretCastOp::create(
+        b, loc, viewType, buffer, 0, ArrayRef<int64_t>{1, heads, w},
+        ArrayRef<int64_t>{heads * stride, stride, 1});
+    // for (e = tid; e < heads * w / 8; e += threads): 16-byte chunks.
+    Value nChunks = idx(chunks), eight = idx(8);
+    auto loop =
+        scf::ForOp::create(b, loc, tid, idx(heads * chunks), idx(threads));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value e = loop.getInductionVar();
+    Value h = arith::DivUIOp::create(b, loc, e, nChunks);
+    Value c = arith::MulIOp::create(
+        b, loc, arith::RemUIOp::create(b, loc, e, nChunks), eight);
+    // cp.async, 16 bytes (8 bf16) per chunk; the rows exist (t < T).
+    nvgpu::DeviceAsyncCopyOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), view,
+        ValueRange{zero, h, c}, src,
+        ValueRange{t, arith::AddIOp::create(b, loc, firstRow, h), c},
+        b.getIndexAttr(8), Value(), b.getUnitAttr());
+    b.setInsertionPointAfter(loop);
+    staged[src] = view;
+  }
+  Value copies = nvgpu::DeviceAsyncCreateGroupOp::create(
+      b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), ValueRange{});
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, copies, b.getI32IntegerAttr(0));
+  gpu::BarrierOp::create(b, loc);
+
+  // Only ops that read the CTA's own rows (token t, head block g) move to
+  // the staged view.
+  auto own = [&](Value token, Value headBlock) {
+    return token == t && headBlock == g;
+  };
+  kernel.walk([&](Operation *op) {
+    if (auto dot = dyn_cast<TileDotOp>(op)) {
+      if (!own(dot.getToken(), dot.getHeadBlock()))
+        return;
+      if (Value s = staged.lookup(dot.getLhs())) {
+        dot.getLhsMutable().assign(s);
+        dot.getTokenMutable().assign(zero);
+        dot.getHeadBlockMutable().assign(zero);
+      }
+    } else if (auto scatter = dyn_cast<ScatterDkvOp>(op)) {
+      Value s1 = staged.lookup(scatter.getQ());
+      Value s2 = staged.lookup(scatter.getDout());
+      if (s1 && s2 && own(scatter.getToken(), scatter.getHeadBlock())) {
+        scatter.getQMutable().assign(s1);
+        scatter.getDoutMutable().assign(s2);
+        scatter.getTokenMutable().assign(zero);
+        scatter.getHeadBlockMutable().assign(zero);
+      }
+    }
+  });
+}
