@@ -160,8 +160,11 @@ def SMLAPrefetchKeys : Pass<"smla-prefetch-keys", "::mlir::gpu::GPUModuleOp"> {
     The key tile stays single-buffered: the dQ accumulate of step j must
     finish before step j + 1's copies are issued, so smla-insert-barriers
     places a barrier there (the issue writes the tile); the copies become
-    visible at the wait, which writes the tile too. The pass refuses a loop
-    where an op touches the tile before the step's gather.
+    visible at the wait, which writes the tile too. A loop where an op
+    touches the tile before the step's gather, or whose indices or mask
+    come from ops that cannot be re-run, keeps the whole gather. Nothing
+    checks later that the tile stays untouched between an issue and its
+    wait: smla-insert-barriers trusts it.
 
     Kernels marked for several CTAs per SM (`smla.ctas_per_sm` > 1) are
     left alone: there the other CTAs run while one waits for its keys

@@ -115,19 +115,23 @@ void emitIssue(OpBuilder &b, scf::ForOp loop, GatherOp gather,
   });
 }
 
-/// Splits the one gather of `loop`'s body. A loop without exactly one
-/// whole gather, or whose key tile nothing reads after it, stays as it is;
-/// one whose split would be wrong fails with an error.
-LogicalResult prefetch(scf::ForOp loop) {
+/// Splits the one gather of `loop`'s body. A loop stays as it is when it
+/// has not exactly one whole gather, when nothing reads the key tile after
+/// it, when something touches the tile before it, or when its indices or
+/// mask come from ops that cannot be re-run for another step.
+void prefetch(scf::ForOp loop) {
   Block *body = loop.getBody();
   SmallVector<GatherOp> gathers;
   for (auto g : body->getOps<GatherOp>())
     gathers.push_back(g);
   if (gathers.size() != 1 || gathers[0].getIssueOnly() ||
       gathers[0].getWaitOnly())
-    return success();
+    return;
   GatherOp gather = gathers[0];
+  // Every view of the tile's buffer counts, not only the gather's.
   Value tile = gather.getTile();
+  if (memref::AllocaOp root = rootAlloca(tile))
+    tile = root.getResult();
   // The last op of the step that touches the tile: the copies of the next
   // step start after it. Every other touch must follow the gather.
   Operation *last = nullptr;
@@ -136,19 +140,15 @@ LogicalResult prefetch(scf::ForOp loop) {
     if (!top || top == gather.getOperation())
       continue;
     if (top->isBeforeInBlock(gather))
-      return top->emitOpError()
-             << "touches the key tile before the step's gather: cannot "
-                "prefetch the next step's keys";
+      return;
     if (!last || last->isBeforeInBlock(top))
       last = top;
   }
   if (!last)
-    return success();
+    return;
   FailureOr<SmallVector<Operation *>> slice = addressSlice(loop, gather);
   if (failed(slice))
-    return gather.emitOpError()
-           << "has indices or a mask computed by ops that cannot be "
-              "re-run for the next step: cannot prefetch its keys";
+    return;
   // Step 0 issues its own copies first thing (issued before the loop
   // instead, they left ptxas one register short: an 8-byte spill in the
   // 32-head kernel). Step j issues step j + 1's after its last use of the
@@ -170,7 +170,6 @@ LogicalResult prefetch(scf::ForOp loop) {
                                        loop.getUpperBound());
   emitIssue(b, loop, gather, *slice, next, inside);
   gather.setWaitOnly(true);
-  return success();
 }
 
 struct SMLAPrefetchKeysPass
@@ -190,8 +189,7 @@ struct SMLAPrefetchKeysPass
       loops.push_back(loop);
     });
     for (scf::ForOp loop : loops)
-      if (failed(prefetch(loop)))
-        return signalPassFailure();
+      prefetch(loop);
   }
 };
 } // namespace

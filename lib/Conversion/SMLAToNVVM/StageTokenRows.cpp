@@ -10,7 +10,6 @@
 
 #include "smla/Conversion/SMLAToNVVM/SMLAToNVVM.h"
 
-
 using namespace mlir;
 using namespace mlir::smla;
 

@@ -1,5 +1,5 @@
 // RUN: smla-opt --smla-guarded --smla-gpu-map --smla-prefetch-keys %s | FileCheck %s
-// RUN: smla-opt --smla-guarded --smla-gpu-map --smla-prefetch-keys --smla-allocate-smem --smla-insert-barriers %s | FileCheck %s --check-prefix=BAR
+// RUN: smla-opt --smla-guarded --smla-gpu-map --smla-prefetch-keys --smla-allocate-smem --smla-verify-smem --smla-insert-barriers %s | FileCheck %s --check-prefix=BAR
 // RUN: smla-opt --smla-guarded --smla-gpu-map="ctas-per-sm=2" --smla-prefetch-keys %s | FileCheck %s --check-prefix=TWO
 
 // The key gather of a top-k block step is split: step j + 1's copies are
@@ -20,8 +20,12 @@
 // CHECK: %[[FIRST:[0-9]+]] = arith.cmpi eq, %[[J]], %[[LB]] : index
 // CHECK-NEXT: scf.if %[[FIRST]] {
 // CHECK-NEXT: %[[S0:[0-9]+]] = arith.addi %[[LB]], %{{[0-9]+}} : index
-// CHECK: %[[I0:[0-9]+]] = smla.index_load %{{.*}}[%block_id_x, %block_id_y, %{{[0-9]+}}] : memref<?x2x?xi32> -> vector<16xi32>
-// CHECK: %[[M0:[0-9]+]] = smla.index_mask %[[I0]] below %{{.*}} lanes %{{[0-9]+}} : vector<16xi32> -> vector<16xi1>
+// CHECK: %[[B0:[0-9]+]] = arith.select %{{[0-9]+}}, %{{[0-9]+}}, %[[S0]] : index
+// CHECK-NEXT: %[[O0:[0-9]+]] = arith.muli %[[B0]], %c16{{.*}} : index
+// CHECK-NEXT: %[[I0:[0-9]+]] = smla.index_load %{{.*}}[%block_id_x, %block_id_y, %[[O0]]] : memref<?x2x?xi32> -> vector<16xi32>
+// CHECK: %[[R0:[0-9]+]] = arith.subi %{{.*}}, %[[O0]] : index
+// CHECK-NEXT: %[[L0:[0-9]+]] = arith.minsi %[[R0]], %c16{{.*}} : index
+// CHECK-NEXT: %[[M0:[0-9]+]] = smla.index_mask %[[I0]] below %{{.*}} lanes %[[L0]] : vector<16xi32> -> vector<16xi1>
 // CHECK-NEXT: smla.gather %{{.*}}[%block_id_y] rows(%[[I0]]) mask(%[[M0]] : vector<16xi1>) into %[[KEYS:alloca[_0-9]*]] {issue_only}
 // CHECK-NEXT: }
 // The step's gather only waits; softmax keeps the step's own mask.
@@ -34,8 +38,12 @@
 // CHECK-NEXT: %[[IN:[0-9]+]] = arith.cmpi ult, %[[NEXT]], %[[N]] : index
 // CHECK-NEXT: scf.if %[[IN]] {
 // CHECK-NEXT: %[[S1:[0-9]+]] = arith.addi %[[NEXT]], %{{[0-9]+}} : index
-// CHECK: %[[I1:[0-9]+]] = smla.index_load %{{.*}}[%block_id_x, %block_id_y, %{{[0-9]+}}] : memref<?x2x?xi32> -> vector<16xi32>
-// CHECK: %[[M1:[0-9]+]] = smla.index_mask %[[I1]] below %{{.*}} lanes %{{[0-9]+}} : vector<16xi32> -> vector<16xi1>
+// CHECK: %[[B1:[0-9]+]] = arith.select %{{[0-9]+}}, %{{[0-9]+}}, %[[S1]] : index
+// CHECK-NEXT: %[[O1:[0-9]+]] = arith.muli %[[B1]], %c16{{.*}} : index
+// CHECK-NEXT: %[[I1:[0-9]+]] = smla.index_load %{{.*}}[%block_id_x, %block_id_y, %[[O1]]] : memref<?x2x?xi32> -> vector<16xi32>
+// CHECK: %[[R1:[0-9]+]] = arith.subi %{{.*}}, %[[O1]] : index
+// CHECK-NEXT: %[[L1:[0-9]+]] = arith.minsi %[[R1]], %c16{{.*}} : index
+// CHECK-NEXT: %[[M1:[0-9]+]] = smla.index_mask %[[I1]] below %{{.*}} lanes %[[L1]] : vector<16xi32> -> vector<16xi1>
 // CHECK-NEXT: smla.gather %{{.*}}[%block_id_y] rows(%[[I1]]) mask(%[[M1]] : vector<16xi1>) into %[[KEYS]] {issue_only}
 // CHECK-NEXT: }
 // CHECK: smla.scatter_dkv {{.*}} rows(%[[IDX]])
