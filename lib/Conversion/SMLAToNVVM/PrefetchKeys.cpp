@@ -27,26 +27,6 @@ using namespace mlir;
 using namespace mlir::smla;
 
 namespace {
-/// Every op that touches `tile`: its users and, transitively, the users of
-/// the views derived from it by side-effect-free ops.
-SmallVector<Operation *> tileUsers(Value tile) {
-  SmallVector<Operation *> users;
-  SmallVector<Value> work{tile};
-  DenseSet<Value> seen{tile};
-  while (!work.empty()) {
-    Value v = work.pop_back_val();
-    for (Operation *user : v.getUsers()) {
-      users.push_back(user);
-      if (!isMemoryEffectFree(user) || user->getNumRegions())
-        continue;
-      for (Value r : user->getResults())
-        if (seen.insert(r).second)
-          work.push_back(r);
-    }
-  }
-  return users;
-}
-
 /// The ops of the loop body that the gather's operands are computed from,
 /// in body order: side-effect-free ops and the index load and mask (whose
 /// only effect, counting, the clones drop). Fails on anything else, and on
@@ -135,7 +115,9 @@ void prefetch(scf::ForOp loop) {
   // The last op of the step that touches the tile: the copies of the next
   // step start after it. Every other touch must follow the gather.
   Operation *last = nullptr;
-  for (Operation *user : tileUsers(tile)) {
+  SmallVector<Operation *> users;
+  collectUses(tile, users);
+  for (Operation *user : users) {
     Operation *top = body->findAncestorOpInBlock(*user);
     if (!top || top == gather.getOperation())
       continue;

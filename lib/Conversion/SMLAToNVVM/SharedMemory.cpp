@@ -46,7 +46,8 @@ static bool isLoop(Operation *op) {
 
 /// Every op that touches `buffer`: its users, and transitively the users of
 /// what side-effect-free users derive from it (views, addresses).
-static void collectUses(Value buffer, SmallVectorImpl<Operation *> &uses) {
+void mlir::smla::collectUses(Value buffer,
+                             SmallVectorImpl<Operation *> &uses) {
   SmallVector<Value> work{buffer};
   DenseSet<Value> seen{buffer};
   while (!work.empty()) {

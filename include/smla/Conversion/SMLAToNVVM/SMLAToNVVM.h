@@ -93,6 +93,10 @@ struct LiveRange {
 LiveRange computeLiveRange(Value buffer,
                            const llvm::DenseMap<Operation *, int64_t> &order);
 
+/// Every op that touches `buffer`: its users, and transitively the users
+/// of what side-effect-free users derive from it (views, addresses).
+void collectUses(Value buffer, SmallVectorImpl<Operation *> &uses);
+
 /// Pre-order numbering of every op nested in `root`, plus, for each op, the
 /// number one past its last nested op (stored under the same key in `ends`).
 void numberOps(Operation *root, llvm::DenseMap<Operation *, int64_t> &order,
