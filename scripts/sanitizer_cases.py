@@ -1,6 +1,7 @@
 """A reduced GPU suite for compute-sanitizer: small problems that still hold
 every kind of invalid index (-1, S_kv, S_kv + 5, INT32_MIN, INT32_MAX,
-positions past the causal limit), duplicate indices, a row with no valid
+positions past the causal limit), duplicate indices (not for the token-pair
+kernels, which refuse them: shared keys instead), a row with no valid
 slot, lse = +inf / -inf / NaN, a stale lse that triggers the clamp, a tail
 block (K not a multiple of the block), non-power-of-two heads and G = 2, for
 every configuration the kernel library has. Exits non-zero on a non-finite
@@ -22,7 +23,7 @@ from smla import _compiled
 from smla.reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference
 
 
-def case(H, G, D, Dt, lse_base, positions, T=5, S=97, K=37, seed=0):
+def case(H, G, D, Dt, lse_base, positions, T=5, S=97, K=37, seed=0, pairs=False):
     gen = torch.Generator().manual_seed(seed)
     dev = "cuda"
     q = torch.randn(T, H, D + Dt, generator=gen).to(dev, torch.bfloat16)
@@ -31,7 +32,14 @@ def case(H, G, D, Dt, lse_base, positions, T=5, S=97, K=37, seed=0):
     idx = torch.randint(0, S, (T, G, K), generator=gen, dtype=torch.int32)
     bad = torch.tensor([-1, S, S + 5, -(2**31), 2**31 - 1], dtype=torch.int32)
     idx[:, :, : len(bad)] = bad
-    idx[:, :, -1] = idx[:, :, len(bad)]          # duplicate
+    if pairs:
+        # The pair path needs rows without an in-range key twice; odd
+        # tokens share half of their keys with the even token before.
+        for t in range(T):
+            idx[t, :, len(bad):] = torch.randperm(S, generator=gen)[: K - len(bad)]
+        idx[1::2, :, len(bad):len(bad) + K // 2] = idx[0:T - 1:2, :, len(bad):len(bad) + K // 2]
+    else:
+        idx[:, :, -1] = idx[:, :, len(bad)]      # duplicate
     idx[T - 1] = -1                              # no valid slot
     idx = idx.to(dev)
     pos = (torch.arange(T, dtype=torch.int32) + S // 2).to(dev) if positions else None
@@ -47,12 +55,15 @@ DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32}
 
 def main() -> int:
     """SMLA_SANITIZE_LIMIT=N checks only the first N configurations;
-    SMLA_SANITIZE_HEADS=16,128 only those head counts."""
+    SMLA_SANITIZE_HEADS=16,128 only those head counts (a kernel's config
+    heads: 32 for the H=16 token-pair kernels); SMLA_SANITIZE_TOKENS=2 only
+    the token-pair kernels."""
     _compiled.load()
     import smla._C as ext
 
     limit = int(os.environ.get("SMLA_SANITIZE_LIMIT", "1000"))
     heads = {int(h) for h in os.environ.get("SMLA_SANITIZE_HEADS", "").split(",") if h}
+    only_tokens = int(os.environ.get("SMLA_SANITIZE_TOKENS", "0"))
     failures = 0
     seen = set()
     with open(os.path.join(ext.kernel_directory(), "manifest.json")) as f:
@@ -60,14 +71,20 @@ def main() -> int:
     for k in manifest["kernels"]:
         c = k["config"]
         key = (c["heads"], c["groups"], c["d"], c["dt"], c["lse_base"], c["positions"],
-               c["dq_type"], c["dkv_type"])
+               c["dq_type"], c["dkv_type"], c.get("tokens", 1))
         if k.get("kind") != "bwd" or key in seen or len(seen) >= limit:
             continue
         if heads and c["heads"] not in heads:
             continue
+        if only_tokens and c.get("tokens", 1) != only_tokens:
+            continue
         seen.add(key)
-        H, G, D, Dt, base, pos, dq_t, dkv_t = key
-        p = case(H, G, D, Dt, 2 if base in (2, "2") else "e", pos)
+        H, G, D, Dt, base, pos, dq_t, dkv_t, tokens = key
+        # A tokens = 2 kernel serves H / 2 heads per token, on token pairs.
+        H //= tokens
+        os.environ["SMLA_PAIRS"] = "on" if tokens == 2 else "off"
+        p = case(H, G, D, Dt, 2 if base in (2, "2") else "e", pos,
+                 T=6 if tokens == 2 else 5, pairs=tokens == 2)
         dq, dkv, cnt = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled",
                                            dq_dtype=DTYPES[dq_t], dkv_dtype=DTYPES[dkv_t])
         torch.cuda.synchronize()
@@ -82,7 +99,7 @@ def main() -> int:
                   float((dkv.double() - rkv.double()).norm() / rkv.double().norm().clamp_min(1e-30)))
         ok = bool(torch.isfinite(dq.float()).all() and torch.isfinite(dkv.float()).all()) and err <= 1e-2 and cnt == rcnt
         failures += not ok
-        print(f"{'ok ' if ok else 'BAD'} H={H} G={G} D={D}+{Dt} lse={base} pos={pos} "
+        print(f"{'ok ' if ok else 'BAD'} H={H} G={G} tokens={tokens} D={D}+{Dt} lse={base} pos={pos} "
               f"rel_err={err:.2e} counters={cnt} ref={rcnt}")
     print(f"{len(seen)} configurations, {failures} failed")
     return 1 if failures or not seen else 0

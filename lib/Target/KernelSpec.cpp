@@ -33,6 +33,8 @@ std::vector<int64_t> KernelSpec::headBlockCandidates() const {
 std::string KernelSpec::name() const {
   std::string split =
       headBlocks > 1 ? llvm::formatv("_s{0}", headBlocks).str() : "";
+  if (tokens > 1)
+    split += llvm::formatv("_t{0}", tokens).str();
   return llvm::formatv("smla_d{0}_dt{1}_h{2}_g{3}_b{4}{9}_{5}{6}_{7}_{8}", d,
                        dt, heads, groups, block, lseBase2 ? "base2" : "natural",
                        positions ? "_pos" : "", dqF32 ? "f32" : "bf16",
@@ -72,9 +74,10 @@ std::string KernelSpec::source() const {
   std::string config = llvm::formatv(
       "#smla.config<d = {0}, dt = {1}, heads = {2}, groups = {3}, block = "
       "{4}, lseBase = {5}, positions = {6}, dqType = {7}, dkvType = {8}, "
-      "headBlocks = {9}>",
+      "headBlocks = {9}, tokens = {10}>",
       d, dt, heads, groups, block, lseBase2 ? "base2" : "natural",
-      positions ? "true" : "false", dq, dkvF32 ? "f32" : "bf16", headBlocks);
+      positions ? "true" : "false", dq, dkvF32 ? "f32" : "bf16", headBlocks,
+      tokens);
   // The op's sm_scale is a compile-time placeholder: smla-gpu-map gives the
   // bwd kernel an f32 `sm_scale` parameter and the softmax / dscores
   // lowering reads that instead (docs/codegen.md).
@@ -101,6 +104,7 @@ llvm::json::Object KernelSpec::manifestConfig() const {
   o["dq_type"] = dqF32 ? "f32" : "bf16";
   o["dkv_type"] = dkvF32 ? "f32" : "bf16";
   o["head_blocks"] = headBlocks;
+  o["tokens"] = tokens;
   return o;
 }
 
@@ -146,6 +150,8 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       ok = integer(s.block);
     else if (key == "head_blocks")
       ok = integer(s.headBlocks);
+    else if (key == "tokens")
+      ok = integer(s.tokens) && (s.tokens == 1 || s.tokens == 2);
     else if (key == "threads")
       ok = integer(s.threads) && s.threads >= 64 && s.threads <= 1024 &&
            s.threads % 32 == 0;
@@ -166,8 +172,8 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       s.lseBase2 = value == "base2" || value == "2";
     } else
       return fail("unknown configuration key '" + key +
-                  "' (expected d, dt, heads, groups, block, head_blocks, lse, "
-                  "positions, dq, dkv, threads, ctas_per_sm)");
+                  "' (expected d, dt, heads, groups, block, head_blocks, "
+                  "tokens, lse, positions, dq, dkv, threads, ctas_per_sm)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");
@@ -188,5 +194,12 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     return fail("head_blocks (" + llvm::Twine(s.headBlocks) +
                 ") must divide the heads per group (" + llvm::Twine(hg) + ")");
   }
+  if (s.tokens > 1 &&
+      (s.groups != 1 || s.headBlocks > 1 || s.heads % s.tokens))
+    return fail("tokens = " + llvm::Twine(s.tokens) +
+                " needs groups = 1, head_blocks <= 1 and heads divisible by "
+                "tokens");
+  if (s.tokens > 1)
+    s.headBlocks = 1;
   return s;
 }

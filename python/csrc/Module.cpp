@@ -24,6 +24,10 @@ TORCH_LIBRARY(smla, m) {
         "Tensor indices, Tensor lse, float sm_scale, bool lse_base_e, "
         "Tensor? q_positions, Tensor? delta, ScalarType dq_dtype, "
         "ScalarType dkv_dtype) -> (Tensor dq, Tensor dkv, Tensor counters)");
+  // The aligned index rows of token pairs that sparse_mla_bwd runs the
+  // folded kernel on (TokenPairs.h); exposed for tests and inspection.
+  m.def("aligned_pair_rows(Tensor indices, int s_kv) -> "
+        "(Tensor rows, int slots, bool duplicate)");
 }
 
 namespace {

@@ -78,12 +78,6 @@ at::Tensor waveRows(const BwdArgs &args, const BwdSizes &n, int64_t window) {
       .view({1});
 }
 
-bool isCapturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
-         status != cudaStreamCaptureStatusNone;
-}
-
 /// The last measurement per (device, shape): the count is copied to pinned
 /// host memory behind an event and read when a later call finds it done.
 struct WaveProbe {
@@ -161,6 +155,12 @@ bool measuredSorted(const BwdArgs &args, const BwdSizes &n, int64_t window,
 }
 
 } // namespace
+
+bool isCapturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
+         status != cudaStreamCaptureStatusNone;
+}
 
 WalkEnvironment readWalkEnvironment() {
   WalkEnvironment env;

@@ -40,6 +40,7 @@
 #include "smla/runtime/Manifest.h"
 
 #include <ATen/core/Tensor.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdint>
 
@@ -67,6 +68,9 @@ struct WalkEnvironment {
   /// The L2 size the auto choice compares with (default: the device's).
   int64_t l2Bytes = -1;
 };
+
+/// Whether `stream` is capturing a CUDA graph (nothing may synchronize).
+bool isCapturing(cudaStream_t stream);
 
 /// Reads and checks the environment (an error names the variable); the op
 /// calls it before it allocates or launches anything.

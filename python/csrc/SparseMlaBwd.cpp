@@ -7,7 +7,8 @@
 // CUDA: validate, allocate the outputs (dkv_accum fp32 zeroed), then on the
 // current stream
 //   1. the "bwd" kernel: dq in its compiled type, fp32 reductions into
-//      dkv_accum, guard counters; Delta = rowsum(o * dout) is fused into it,
+//      dkv_accum, guard counters (on token pairs over aligned index rows
+//      when TokenPairs.h says so); Delta = rowsum(o * dout) is fused into it,
 //      so a given `delta` is refused unless the kernel takes a "delta"
 //      parameter (the Python API routes such calls to the reference); on
 //      row-sorted indices, chunk by chunk, when SlotWalk.h says so;
@@ -24,6 +25,7 @@
 #include "ArgumentChecks.h"
 #include "KernelDirectory.h"
 #include "SlotWalk.h"
+#include "TokenPairs.h"
 
 #include "smla/runtime/Error.h"
 #include "smla/runtime/Launcher.h"
@@ -146,27 +148,40 @@ Outputs emptyProblem(const BwdArgs &args, const BwdSizes &n) {
   return {dq, dkv, counters};
 }
 
-/// The bwd kernel: the requested dq and dkv types, else the requested dq type
-/// with the other dkv type (the kernel accumulates fp32 either way).
+/// A bwd kernel for `tokens` folded tokens (n.H heads each): the requested
+/// dq and dkv types, else the requested dq type with the other dkv type
+/// (the kernel accumulates fp32 either way); null if the library has none.
+const runtime::KernelEntry *findBwd(const runtime::KernelLibrary &library,
+                                    const BwdSizes &n, bool lseBaseE,
+                                    bool positions, const BwdArgs &args,
+                                    int64_t tokens) {
+  BwdSizes folded = n;
+  folded.H = n.H * tokens;
+  for (at::ScalarType dkv :
+       {args.dkvDtype, args.dkvDtype == at::kFloat ? at::kBFloat16
+                                                   : at::kFloat}) {
+    runtime::KernelRequest request =
+        makeRequest("bwd", folded, lseBaseE, positions, args.dqDtype, dkv);
+    request.tokens = tokens;
+    if (const runtime::KernelEntry *bwd = selectOptional(library, request))
+      return bwd;
+  }
+  return nullptr;
+}
+
+/// The one-token bwd kernel; throws naming the closest variants if none.
 const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
                                       const BwdSizes &n, bool lseBaseE,
                                       bool positions, const BwdArgs &args) {
-  const runtime::KernelRequest exact =
-      makeRequest("bwd", n, lseBaseE, positions, args.dqDtype, args.dkvDtype);
-  if (const runtime::KernelEntry *bwd = selectOptional(library, exact))
-    return *bwd;
-  at::ScalarType other =
-      args.dkvDtype == at::kFloat ? at::kBFloat16 : at::kFloat;
   if (const runtime::KernelEntry *bwd =
-          selectOptional(library, makeRequest("bwd", n, lseBaseE, positions,
-                                              args.dqDtype, other)))
+          findBwd(library, n, lseBaseE, positions, args, 1))
     return *bwd;
-  // Throws; the message lists the closest variants.
-  return library.select(exact);
+  return library.select(
+      makeRequest("bwd", n, lseBaseE, positions, args.dqDtype, args.dkvDtype));
 }
 
 Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
-                      const WalkEnvironment &walkEnv) {
+                      const WalkEnvironment &walkEnv, PairsMode pairsMode) {
   runtime::KernelLibrary &library = kernelLibrary();
   const bool hasPositions =
       args.qPositions.has_value() && args.qPositions->defined();
@@ -214,8 +229,30 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
     }
   }
 
-  const SlotWalk walk = chooseSlotWalk(walkEnv, args, n, bwd);
-  if (!walk.sorted) {
+  // Key sharing (TokenPairs.h): token pairs over aligned rows, one
+  // folded kernel launch; the padding's invalid slots are not counted.
+  const runtime::KernelEntry *pairBwd =
+      deltaGiven || takesParam(bwd, "delta")
+          ? nullptr
+          : findBwd(library, n, lseBaseE, hasPositions, args, 2);
+  const TokenPairs pairs =
+      chooseTokenPairs(pairsMode, args, n, pairBwd != nullptr);
+  const SlotWalk walk = pairs.use ? SlotWalk{}
+                                  : chooseSlotWalk(walkEnv, args, n, bwd);
+  if (pairs.use) {
+    KernelTensors folded = t;
+    folded.indices = pairs.indices;
+    BwdSizes fn = n;
+    fn.T = n.T / 2;
+    fn.H = n.H * 2;
+    fn.K = pairs.slots;
+    library.launch(*pairBwd, stream,
+                   runtime::GridSizes{fn.T, n.S_kv, fn.K, fn.H, n.G},
+                   kernelParams(folded, fn, args.smScale,
+                                static_cast<int32_t>(
+                                    std::max<int64_t>(walkEnv.period, 0))));
+    t.counters.select(0, 0).add_(n.T * (n.K - pairs.slots));
+  } else if (!walk.sorted) {
     library.launch(bwd, stream, sizes,
                    kernelParams(t, n, args.smScale, walk.period));
   } else {
@@ -257,11 +294,12 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
                      qPositions, delta, smScale, dqDtype, dkvDtype};
   const BwdSizes n = checkBwdArgs(args, /*requireCuda=*/true);
   const WalkEnvironment walkEnv = readWalkEnvironment();
+  const PairsMode pairsMode = readPairsMode();
   const c10::cuda::CUDAGuard guard(q.device());
   if (n.T == 0 || n.K == 0 || n.S_kv == 0)
     return emptyProblem(args, n);
   try {
-    return launchKernels(args, n, lseBaseE, walkEnv);
+    return launchKernels(args, n, lseBaseE, walkEnv, pairsMode);
   } catch (const runtime::Error &error) {
     TORCH_CHECK(false, error.what());
   }

@@ -61,6 +61,8 @@ std::string KernelConfig::str() const {
     add("positions", *positions ? "1" : "0");
   if (block)
     add("block", std::to_string(*block));
+  if (tokens && *tokens != 1)
+    add("tokens", std::to_string(*tokens));
   if (dqType)
     add("dq_type", *dqType);
   if (dkvType)
@@ -80,6 +82,8 @@ std::string KernelRequest::str() const {
       " positions=" + (positions ? "1" : "0");
   if (block)
     out += " block=" + std::to_string(*block);
+  if (tokens != 1)
+    out += " tokens=" + std::to_string(tokens);
   return out + " dq_type=" + dqType + " dkv_type=" + dkvType;
 }
 
@@ -106,6 +110,9 @@ static std::vector<std::string> differences(const KernelConfig &config,
         config.positions && *config.positions ? "1" : "0");
   if (request.block)
     check(config.block, *request.block, "block", num(config.block));
+  // A kernel that folds tokens serves only requests for that many.
+  std::optional<int64_t> tokens = config.tokens.value_or(1);
+  check(tokens, request.tokens, "tokens", num(tokens));
   check(config.dqType, request.dqType, "dq_type", config.dqType.value_or(""));
   check(config.dkvType, request.dkvType, "dkv_type",
         config.dkvType.value_or(""));

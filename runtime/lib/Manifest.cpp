@@ -135,6 +135,9 @@ KernelConfig readConfig(const Reader &reader, const Value &config,
   positive("heads", out.heads);
   positive("groups", out.groups);
   positive("block", out.block);
+  // Optional in every kind (older manifests have no key: 1 token).
+  if (const Value *value = config.find("tokens"))
+    out.tokens = reader.integer(*value, "config.tokens", 1, 2);
   if (const Value *value = field("lse_base")) {
     if (value->isInteger() && value->asInteger() == 2)
       out.lseBase = LseBase::Two;

@@ -61,6 +61,40 @@ TEST(KernelSelection, PicksTheMatchingVariant) {
   EXPECT_EQ(manifest.select(fp32dq).name, "pos_lse2_dq32");
 }
 
+/// bwdConfig with a "tokens" key (the folded token-pair kernels).
+std::string foldedConfig(int heads, int tokens) {
+  std::string config = bwdConfig(512, 64, heads, 1, "2", true);
+  return config.substr(0, config.size() - 1) +
+         ", \"tokens\": " + std::to_string(tokens) + "}";
+}
+
+TEST(KernelSelection, TokensMustMatchAndDefaultToOne) {
+  // The pair kernel is listed first and has the heads of the 32-head
+  // kernel: a one-token request must still not get it.
+  Manifest manifest = Manifest::parse(manifestText({
+      bwd("pairs_h16", foldedConfig(32, 2)),
+      bwd("h32", bwdConfig(512, 64, 32, 1, "2", true)),
+      bwd("h32_tokens1", foldedConfig(32, 1)),
+  }));
+  KernelRequest request = glm(true);
+  request.heads = 32;
+  EXPECT_EQ(manifest.select(request).name, "h32");
+  request.tokens = 2;
+  EXPECT_EQ(manifest.select(request).name, "pairs_h16");
+  EXPECT_EQ(manifest.kernels[0].config.str(),
+            "d=512 dt=64 h=32 g=1 lse_base=2 positions=1 block=64 tokens=2 "
+            "dq_type=bf16 dkv_type=f32");
+  request.heads = 16;
+  EXPECT_NE(SMLA_ERROR_MESSAGE(manifest.select(request))
+                .find("no kernel variant matches the request kind=bwd d=512 "
+                      "dt=64 h=16 g=1 lse_base=2 positions=1 tokens=2"),
+            std::string::npos);
+  EXPECT_NE(SMLA_ERROR_MESSAGE(Manifest::parse(
+                manifestText({bwd("bad", foldedConfig(32, 3))})))
+                .find("config.tokens"),
+            std::string::npos);
+}
+
 TEST(KernelSelection, BlockIsAnyUnlessRequestedAndFirstMatchWins) {
   Manifest manifest = variants();
   KernelRequest request = glm(true);

@@ -195,6 +195,89 @@ def test_auto_walk_measures_and_chooses(monkeypatch):
     assert torch.equal(captured(q)[0], want[0])
 
 
+def pair_problem(T=24, S=300, K=64, overlap=0.7, *, seed=0, positions=None, lse_base=2,
+                 adversarial=True):
+    """H=16 with pairs (2p, 2p + 1) sharing `overlap` of their keys, every
+    row without an in-range key twice (so the pair path may run), and the
+    adversarial out-of-range slots, empty token and dead rows of problem()."""
+    p = problem(T=T, S=S, K=K, seed=seed, positions=positions, lse_base=lse_base,
+                adversarial=False)
+    g = torch.Generator().manual_seed(seed + 1)
+    idx = torch.stack([torch.randperm(S, generator=g)[:K] for _ in range(T)]).view(T, 1, K)
+    for i in range(T // 2):
+        pool = torch.randperm(S, generator=g)[: int(K * (2 - overlap)) + 1]
+        idx[2 * i, 0] = pool[:K]
+        idx[2 * i + 1, 0] = pool[-K:][torch.randperm(K, generator=g)]
+    if adversarial:
+        r = torch.rand(T, 1, K, generator=g)
+        idx = torch.where(r < 0.1, -1, idx)
+        idx = torch.where((r > 0.1) & (r < 0.15), S + 5, idx)
+        idx = torch.where((r > 0.15) & (r < 0.17), -(2 ** 31), idx)
+        idx = torch.where((r > 0.17) & (r < 0.19), 2 ** 31 - 1, idx)
+        idx[T // 2] = -1
+    p["indices"] = idx.to("cuda", torch.int32)
+    qp = p["q_positions"]
+    p["o"], p["lse"] = sparse_mla_fwd_reference(p["q"], p["kv"], p["indices"], None, d_v=512,
+                                                q_positions=qp, lse_base=lse_base)
+    if adversarial:
+        p["lse"][1, 0] = math.inf
+        p["lse"][2, 1] = -math.inf
+        p["lse"][3, :] = math.nan
+    return p
+
+
+# Key sharing (python/csrc/TokenPairs.h): token pairs folded into the
+# 32-row tokens = 2 kernel over aligned rows. Odd K, a K below one block,
+# CP positions (each token of a pair its own limit), both lse bases.
+PAIR_CASES = {
+    "pairs": dict(),
+    "pairs_positions": dict(positions=shard_positions(24, 300)),
+    "pairs_lse_e_positions": dict(lse_base="e", positions=shard_positions(24, 300)),
+    "pairs_K7": dict(K=7, overlap=0.5),
+    "pairs_K1000": dict(K=1000, S=1500, T=8, overlap=0.9),
+    "pairs_no_overlap": dict(overlap=0.0, lse_base="e"),
+}
+
+
+@needs_compiled
+@pytest.mark.parametrize("name", sorted(PAIR_CASES))
+def test_token_pairs_match_reference(name, monkeypatch):
+    """Forced on, the pair path matches the reference (counters included:
+    the aligned rows' padding is not counted) and is not the per-token
+    path (its fp32 sums run in another order)."""
+    p = pair_problem(**PAIR_CASES[name])
+    monkeypatch.setenv("SMLA_PAIRS", "off")
+    single = smla.sparse_mla_bwd(**p, mode="compiled", **F32)
+    monkeypatch.setenv("SMLA_PAIRS", "on")
+    dq, dkv = compare(p, **F32)
+    assert not torch.equal(dkv, single[1])
+    assert rel_fro(dq, single[0]) < 1e-5 and rel_fro(dkv, single[1]) < 1e-5
+
+
+@needs_compiled
+def test_token_pairs_auto_choice(monkeypatch):
+    """auto takes pairs whose union is short (bit for bit the forced path)
+    and leaves long unions, duplicated keys and odd T to the per-token
+    kernel (bit for bit SMLA_PAIRS=off)."""
+    def run(p, mode):
+        monkeypatch.setenv("SMLA_PAIRS", mode)
+        return smla.sparse_mla_bwd(**p, mode="compiled", **F32)
+
+    near = pair_problem(overlap=0.8, adversarial=False)
+    assert torch.equal(run(near, "auto")[1], run(near, "on")[1])
+    far = pair_problem(overlap=0.0, adversarial=False, seed=3)
+    for _ in range(10):  # crosses the every-8th-call re-measurement
+        assert torch.equal(run(far, "auto")[1], run(far, "off")[1])
+    dup = pair_problem(overlap=0.8, seed=4)
+    dup["indices"][5, 0, 1] = dup["indices"][5, 0, 0] = 7
+    assert torch.equal(run(dup, "on")[1], run(dup, "off")[1])
+    odd = pair_problem(T=23, overlap=0.8, adversarial=False, seed=5)
+    assert torch.equal(run(odd, "on")[1], run(odd, "off")[1])
+    monkeypatch.setenv("SMLA_PAIRS", "sometimes")
+    with pytest.raises(RuntimeError, match="SMLA_PAIRS must be auto, on or off"):
+        smla.sparse_mla_bwd(**near, mode="compiled")
+
+
 @needs_compiled
 def test_walk_environment_is_checked(monkeypatch):
     p = problem(T=4, S=64, K=16)

@@ -28,6 +28,11 @@ struct KernelSpec {
   /// Blocks the heads of one group are split into (one CTA each); 0 when
   /// not given: smla-compile then picks one of headBlockCandidates().
   int64_t headBlocks = 0;
+  /// Query tokens folded into one step (ConfigAttr `tokens`): with 2, the
+  /// kernel takes q/o/dout/lse/dq as [T/2, heads, ...] (heads = both
+  /// tokens' rows) and indices/positions per token, and walks aligned
+  /// index rows of token pairs (key sharing).
+  int64_t tokens = 1;
   /// The split counts smla-compile tries when none is given, fewest blocks
   /// first: every n dividing hg = heads / groups with min(16, hg) <=
   /// hg / n <= 64 (a block never drops below one m16 mma tile of heads;
@@ -48,7 +53,8 @@ struct KernelSpec {
   int64_t threads = 0, ctasPerSm = 0;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16
-  /// (with `_s2` after the block for two head blocks per group).
+  /// (with `_s2` after the block for two head blocks per group, `_t2`
+  /// for two folded tokens).
   std::string name() const;
   /// The function holding the whole op, in MLIR text.
   std::string source() const;

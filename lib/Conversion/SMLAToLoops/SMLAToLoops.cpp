@@ -193,6 +193,16 @@ void lower(IndexMaskOp op) {
   op.getMask().replaceAllUsesWith(valid);
 }
 
+void lower(IndexPairOp op) {
+  LoopEmitter e(op);
+  Value first = op.getFirstMask();
+  Value indices = arith::SelectOp::create(e.b, e.loc, first, op.getFirst(),
+                                          op.getSecond());
+  Value mask = arith::OrIOp::create(e.b, e.loc, first, op.getSecondMask());
+  op.getIndices().replaceAllUsesWith(indices);
+  op.getMask().replaceAllUsesWith(mask);
+}
+
 void lower(RowLiveOp op) {
   LoopEmitter e(op);
   auto liveType = op.getLive().getType();
@@ -308,6 +318,14 @@ void lower(SoftmaxOp op) {
               arith::ConstantOp::create(b, loc, b.getF32FloatAttr(log2e)));
         Value live =
             op.getLive() ? extractLane(b, loc, op.getLive(), h) : Value();
+        // A step of two tokens: the second half of the rows uses the second
+        // token's mask.
+        Value rowMask = op.getMask();
+        if (Value pair = op.getPairMask()) {
+          Value second = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                                               h, e.index(hg / 2));
+          rowMask = arith::SelectOp::create(b, loc, second, pair, rowMask);
+        }
         return LoopEmitter::reduce(
             b, loc, e.index(block), rowCount,
             [&](OpBuilder &b, Value j, Value count) -> Value {
@@ -326,7 +344,7 @@ void lower(SoftmaxOp op) {
                     b, loc, b.getF32FloatAttr(*clamp));
                 Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
                 Value ex = math::Exp2Op::create(b, loc, xc);
-                Value ok = extractLane(b, loc, op.getMask(), j);
+                Value ok = extractLane(b, loc, rowMask, j);
                 ok = arith::AndIOp::create(b, loc, ok, live);
                 Value zero =
                     arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
@@ -480,7 +498,8 @@ LogicalResult mlir::smla::lowerTileOpToLoops(Operation *op) {
            << "must be decomposed (smla-decompose) before lowering to loops";
   bool lowered =
       llvm::TypeSwitch<Operation *, bool>(op)
-          .Case<DeltaOp, IndexLoadOp, IndexMaskOp, RowLiveOp, GatherOp,
+          .Case<DeltaOp, IndexLoadOp, IndexMaskOp, IndexPairOp, RowLiveOp,
+                GatherOp,
                 TileDotOp, SoftmaxOp, DScoresOp, DqAccumulateOp, ScatterDkvOp,
                 StoreDqOp, CastDkvOp>([](auto typed) {
             lower(typed);

@@ -136,7 +136,8 @@ private:
     OpBuilder b(op);
     CtaEmitter e(b, op->getLoc(), tid, threads);
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
-        .Case<IndexLoadOp, IndexMaskOp, RowLiveOp, GatherOp, SoftmaxOp,
+        .Case<IndexLoadOp, IndexMaskOp, IndexPairOp, RowLiveOp, GatherOp,
+              SoftmaxOp,
               DScoresOp, ScatterDkvOp, DeltaOp, StoreDqOp, CastDkvOp,
               linalg::FillOp>([&](auto typed) { return lowerOp(e, typed); })
         .Case([&](TileDotOp typed) {
@@ -222,6 +223,26 @@ private:
         emitCount(b, e.loc, counters, kInvalidSlots, bad);
       });
     }
+    return success();
+  }
+
+  /// Lane j of a two-token step: the first token's slot where its mask
+  /// holds, else the second's; valid where either is.
+  LogicalResult lowerOp(CtaEmitter &, IndexPairOp op) {
+    LaneFn first = lanes.lookup(op.getFirst());
+    LaneFn second = lanes.lookup(op.getSecond());
+    LaneFn firstOk = lanes.lookup(op.getFirstMask());
+    LaneFn secondOk = lanes.lookup(op.getSecondMask());
+    lanes[op.getIndices()] = [=](OpBuilder &b, Location loc, Value j) {
+      return arith::SelectOp::create(b, loc, firstOk(b, loc, j),
+                                     first(b, loc, j), second(b, loc, j))
+          .getResult();
+    };
+    lanes[op.getMask()] = [=](OpBuilder &b, Location loc, Value j) {
+      return arith::OrIOp::create(b, loc, firstOk(b, loc, j),
+                                  secondOk(b, loc, j))
+          .getResult();
+    };
     return success();
   }
 
@@ -343,8 +364,17 @@ private:
       Value bound = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(clamp));
       Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
       Value ex = math::Exp2Op::create(b, loc, xc);
-      Value ok = arith::AndIOp::create(b, loc, lane(op.getMask(), b, loc, j),
-                                       lane(op.getLive(), b, loc, h));
+      Value keyOk = lane(op.getMask(), b, loc, j);
+      // A step of two tokens: rows hg/2.. belong to the second token.
+      if (Value pair = op.getPairMask()) {
+        Value second = arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::uge, h,
+            arith::ConstantIndexOp::create(b, loc, hg / 2));
+        keyOk = arith::SelectOp::create(b, loc, second,
+                                        lane(pair, b, loc, j), keyOk);
+      }
+      Value ok =
+          arith::AndIOp::create(b, loc, keyOk, lane(op.getLive(), b, loc, h));
       Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
       Value p = arith::SelectOp::create(b, loc, ok, ex, zero);
       memref::StoreOp::create(b, loc, p, op.getProbs(), ValueRange{h, j});

@@ -108,6 +108,11 @@ void prefetch(scf::ForOp loop) {
       gathers[0].getWaitOnly())
     return;
   GatherOp gather = gathers[0];
+  // A step of two tokens (smla.index_pair) re-runs both tokens' index
+  // loads and masks per issue: ptxas spilled 8 bytes in the 32-row pair
+  // kernel, so it keeps the whole gather.
+  if (gather.getIndices().getDefiningOp<IndexPairOp>())
+    return;
   // Every view of the tile's buffer counts, not only the gather's.
   Value tile = gather.getTile();
   if (memref::AllocaOp root = rootAlloca(tile))

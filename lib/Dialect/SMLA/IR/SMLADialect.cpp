@@ -37,7 +37,7 @@ LogicalResult ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                  int64_t d, int64_t dt, int64_t heads,
                                  int64_t groups, int64_t block, LseBase lseBase,
                                  bool positions, Type dqType, Type dkvType,
-                                 int64_t headBlocks) {
+                                 int64_t headBlocks, int64_t tokens) {
   if (d < 16 || d % 16 != 0)
     return emitError() << "d must be a positive multiple of 16, got " << d;
   if (dt < 0 || dt % 16 != 0)
@@ -61,5 +61,11 @@ LogicalResult ConfigAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "dqType must be bf16 or f32, got " << dqType;
   if (!dkvType || !isOutputType(dkvType))
     return emitError() << "dkvType must be bf16 or f32, got " << dkvType;
+  if (tokens != 1 && tokens != 2)
+    return emitError() << "tokens must be 1 or 2, got " << tokens;
+  if (tokens > 1 && (groups != 1 || headBlocks != 1 || heads % tokens != 0))
+    return emitError() << "tokens = " << tokens
+                       << " needs groups = 1, headBlocks = 1 and heads ("
+                       << heads << ") divisible by tokens";
   return success();
 }

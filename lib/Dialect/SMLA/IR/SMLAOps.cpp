@@ -114,12 +114,33 @@ LogicalResult SparseAttentionBwdOp::verify() {
       failed(check.dims("counters", getCounters(), {kNumCounters})))
     return failure();
 
+  // indices and positions are per token; the rest holds `tokens` tokens
+  // per row (ConfigAttr): compare in rows.
+  int64_t n = cfg.getTokens();
+  auto rows = [&](StringRef name, Value v) -> FailureOr<int64_t> {
+    int64_t size = dim(v, 0);
+    if (ShapedType::isDynamic(size))
+      return size;
+    if (size % n != 0)
+      return emitOpError() << "operand '" << name << "' has " << size
+                           << " tokens, not a multiple of the config's "
+                              "tokens ("
+                           << n << ")";
+    return size / n;
+  };
+  FailureOr<int64_t> indexRows = rows("indices", getIndices());
+  if (failed(indexRows))
+    return failure();
   SmallVector<std::pair<StringRef, int64_t>> tokens = {
       {"q", dim(getQ(), 0)},       {"o", dim(getO(), 0)},
-      {"dout", dim(getDout(), 0)}, {"indices", dim(getIndices(), 0)},
+      {"dout", dim(getDout(), 0)}, {"indices", *indexRows},
       {"lse", dim(getLse(), 0)},   {"dq", dim(getDq(), 0)}};
-  if (getPositions())
-    tokens.push_back({"positions", dim(getPositions(), 0)});
+  if (getPositions()) {
+    FailureOr<int64_t> positionRows = rows("positions", getPositions());
+    if (failed(positionRows))
+      return failure();
+    tokens.push_back({"positions", *positionRows});
+  }
   SmallVector<std::pair<StringRef, int64_t>> keys = {
       {"kv", dim(getKv(), 0)}, {"dkv_accum", dim(getDkvAccum(), 0)}};
   if (getDkv())
@@ -172,6 +193,12 @@ LogicalResult IndexMaskOp::verify() {
                      getIndices().getType().getNumElements());
 }
 
+LogicalResult IndexPairOp::verify() {
+  return checkLength(*this, "mask", getFirstMask().getType().getNumElements(),
+                     "the number of indices",
+                     getFirst().getType().getNumElements());
+}
+
 LogicalResult GatherOp::verify() {
   int64_t lanes = getIndices().getType().getNumElements();
   if (failed(checkLength(*this, "tile rows", dim(getTile(), 0),
@@ -218,6 +245,18 @@ LogicalResult SoftmaxOp::verify() {
       failed(checkLength(*this, "live", getLive().getType().getNumElements(),
                          "the heads per group", hg)))
     return failure();
+  if (Value pair = getPairMask()) {
+    if (!getMask())
+      return emitOpError() << "has a 'pair_mask' but no 'mask'";
+    if (failed(checkLength(*this, "pair_mask",
+                           cast<VectorType>(pair.getType()).getNumElements(),
+                           "the block size", b)))
+      return failure();
+    if (hg % 2)
+      return emitOpError() << "with a 'pair_mask' needs an even number of "
+                              "rows, got "
+                           << hg;
+  }
   if (auto clamp = getClamp()) {
     double c = clamp->convertToDouble();
     if (!(c >= 0.0 && c <= kMaxExp2Clamp))

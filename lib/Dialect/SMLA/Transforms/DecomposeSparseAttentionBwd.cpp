@@ -73,20 +73,55 @@ void emitSplitSlotCount(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
                       limit, op.getCounters());
 }
 
+/// A step of two tokens (config tokens = 2): both tokens' index blocks at
+/// `offset`, each masked against kv (and counting its invalid slots), and
+/// the block of slots they share. The scatter's masks against dKV are
+/// left to smla-insert-index-masks, like a one-token step's.
+Value emitIndexPair(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
+                    ArrayRef<Value> tokens, ArrayRef<Value> limits,
+                    Value group, Value offset) {
+  ConfigAttr cfg = op.getConfig();
+  auto idxType = VectorType::get({cfg.getBlock()}, b.getI32Type());
+  auto maskType = VectorType::get({cfg.getBlock()}, b.getI1Type());
+  SmallVector<Value, 4> parts;
+  for (auto [token, limit] : llvm::zip_equal(tokens, limits)) {
+    auto load = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
+                                    group, offset, limit, op.getCounters());
+    Value bound = memref::DimOp::create(b, loc, op.getKv(), 0);
+    Value lanes = buildTailLaneCount(b, loc, load);
+    parts.push_back(load.getResult());
+    parts.push_back(IndexMaskOp::create(b, loc, maskType, load.getResult(),
+                                        bound, lanes, limit,
+                                        op.getCounters())
+                        .getMask());
+  }
+  return IndexPairOp::create(b, loc, parts[0], parts[1], parts[2], parts[3])
+      .getIndices();
+}
+
 /// The body for one top-k block: gather, products, softmax, dS, dQ, dKV.
-/// `group` is the kv group, `headBlock` the block of Hb heads it serves.
+/// `group` is the kv group, `headBlock` the block of Hb heads it serves;
+/// `indexTokens` / `limits` the token(s) whose index rows it walks (two
+/// for a folded pair of tokens, else `token` itself).
 void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
                const Scratch &s, Value token, Value group, Value headBlock,
-               Value offset, Value limit) {
+               Value offset, ArrayRef<Value> indexTokens,
+               ArrayRef<Value> limits) {
   ConfigAttr cfg = op.getConfig();
   bool split = cfg.getHeadBlocks() > 1;
-  auto idxType = VectorType::get({cfg.getBlock()}, b.getI32Type());
-  auto load = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
-                                  group, offset, limit,
-                                  split ? Value() : op.getCounters());
-  Value idx = load.getResult();
-  if (split && op.getCounters())
-    emitSplitSlotCount(b, loc, op, load, headBlock, limit);
+  Value idx;
+  if (indexTokens.size() == 2) {
+    idx = emitIndexPair(b, loc, op, indexTokens, limits, group, offset);
+  } else {
+    Value limit = limits.front();
+    auto idxType = VectorType::get({cfg.getBlock()}, b.getI32Type());
+    auto load = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
+                                    group, offset, limit,
+                                    split ? Value() : op.getCounters());
+    idx = load.getResult();
+    if (split && op.getCounters())
+      emitSplitSlotCount(b, loc, op, load, headBlock, limit);
+  }
   GatherOp::create(b, loc, op.getKv(), group, idx, /*mask=*/Value(), s.keys);
   // Both block products first: they only read the gathered tile, so the
   // GPU runs them without a barrier between them.
@@ -94,7 +129,8 @@ void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
   TileDotOp::create(b, loc, op.getDout(), token, headBlock, s.keys, s.dp);
   auto base = LseBaseAttr::get(b.getContext(), cfg.getLseBase());
   SoftmaxOp::create(b, loc, s.scores, op.getLse(), token, headBlock,
-                    /*mask=*/Value(), /*live=*/Value(), op.getCounters(),
+                    /*mask=*/Value(), /*pair_mask=*/Value(),
+                    /*live=*/Value(), op.getCounters(),
                     s.probs, op.getSmScaleAttr(), base, /*clamp=*/nullptr);
   DScoresOp::create(b, loc, s.probs, s.dp, s.delta, s.ds, op.getSmScaleAttr());
   DqAccumulateOp::create(b, loc, s.ds, s.keys, s.dqAcc);
@@ -124,9 +160,19 @@ void decompose(SparseAttentionBwdOp op) {
   scf::ForOp::create(
       b, loc, c0, tokens, c1, ValueRange{},
       [&](OpBuilder &b, Location loc, Value t, ValueRange) {
-        Value limit;
-        if (op.getPositions())
-          limit = memref::LoadOp::create(b, loc, op.getPositions(), t);
+        // The index rows (and positions) of folded token t: tokens
+        // n*t .. n*t + n - 1 (ConfigAttr `tokens`).
+        SmallVector<Value, 2> indexTokens{t}, limits;
+        if (cfg.getTokens() == 2) {
+          Value first = arith::MulIOp::create(b, loc, t, index(2));
+          indexTokens = {first, arith::AddIOp::create(b, loc, first, c1)};
+        }
+        for (Value it : indexTokens)
+          limits.push_back(op.getPositions() ? memref::LoadOp::create(
+                                                   b, loc, op.getPositions(),
+                                                   it)
+                                                   .getResult()
+                                             : Value());
         // One step per head block; without a split, head block = group.
         scf::ForOp::create(
             b, loc, c0, headBlocks, c1, ValueRange{},
@@ -144,7 +190,8 @@ void decompose(SparseAttentionBwdOp op) {
                   b, loc, c0, numBlocks, c1, ValueRange{},
                   [&](OpBuilder &b, Location loc, Value blk, ValueRange) {
                     Value offset = arith::MulIOp::create(b, loc, blk, block);
-                    emitBlock(b, loc, op, s, t, g, hb, offset, limit);
+                    emitBlock(b, loc, op, s, t, g, hb, offset, indexTokens,
+                              limits);
                     scf::YieldOp::create(b, loc);
                   });
               StoreDqOp::create(b, loc, s.dqAcc, op.getDq(), t, hb);

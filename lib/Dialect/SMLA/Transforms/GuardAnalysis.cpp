@@ -83,6 +83,20 @@ std::string mlir::smla::explainMaskMismatch(Value mask, Value indices,
                                             Value tensor) {
   if (!mask)
     return "has no index mask";
+  // A step of two tokens: both tokens' masks must guard their own block.
+  if (auto pair = mask.getDefiningOp<IndexPairOp>()) {
+    if (pair.getIndices() != indices)
+      return "mask was built from a different index block";
+    for (auto [m, i] : {std::pair{pair.getFirstMask(), pair.getFirst()},
+                        std::pair{pair.getSecondMask(), pair.getSecond()}}) {
+      std::string why = explainMaskMismatch(m, i, tensor);
+      if (!why.empty())
+        return "in its index pair: " + why;
+    }
+    return "";
+  }
+  if (indices.getDefiningOp<IndexPairOp>())
+    return "mask is not the mask of its index pair";
   auto maskOp = mask.getDefiningOp<IndexMaskOp>();
   if (!maskOp)
     return "mask is not produced by smla.index_mask";
@@ -101,8 +115,36 @@ std::string mlir::smla::explainMaskMismatch(Value mask, Value indices,
   return "";
 }
 
+/// Whether `v` is `base * 2`: the first index row of folded token `base`,
+/// as smla-decompose builds it.
+static bool isPairToken(Value v, Value base) {
+  auto mul = v.getDefiningOp<arith::MulIOp>();
+  APInt factor;
+  return mul && mul.getLhs() == base &&
+         matchPattern(mul.getRhs(), m_ConstantInt(&factor)) && factor == 2;
+}
+
 std::string mlir::smla::explainIndexOrigin(Value indices, Value token,
                                            Value group) {
+  if (auto pair = indices.getDefiningOp<IndexPairOp>()) {
+    auto first = pair.getFirst().getDefiningOp<IndexLoadOp>();
+    auto second = pair.getSecond().getDefiningOp<IndexLoadOp>();
+    if (!first || !second)
+      return "indices are not produced by smla.index_load";
+    auto next = second.getToken().getDefiningOp<arith::AddIOp>();
+    if (!next || next.getLhs() != first.getToken() ||
+        !matchPattern(next.getRhs(), m_One()))
+      return "the index pair's rows are not consecutive tokens";
+    if (token && !isPairToken(first.getToken(), token))
+      return "the index pair's rows are not tokens 2t and 2t + 1 of its "
+             "folded token t";
+    for (Value part : {pair.getFirst(), pair.getSecond()}) {
+      std::string why = explainIndexOrigin(part, Value(), group);
+      if (!why.empty())
+        return why;
+    }
+    return "";
+  }
   auto load = indices.getDefiningOp<IndexLoadOp>();
   if (!load)
     return "indices are not produced by smla.index_load";

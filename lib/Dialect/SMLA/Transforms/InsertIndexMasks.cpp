@@ -19,6 +19,35 @@ using namespace mlir;
 using namespace mlir::smla;
 
 namespace {
+FailureOr<Value> getOrBuildMask(Operation *user, Value indices, Value tensor);
+
+/// The mask of an access through an index pair (a step of two tokens). The
+/// pair's own masks guard the tensor they were built against (kv, in
+/// smla-decompose); an access of another tensor (the dKV scatter) gets a
+/// copy of the pair whose masks guard that tensor, and reads its indices.
+FailureOr<Value> getOrBuildPairMask(Operation *user, OpOperand &indices,
+                                    Value tensor) {
+  auto pair = indices.get().getDefiningOp<IndexPairOp>();
+  if (explainMaskMismatch(pair.getMask(), pair.getIndices(), tensor).empty())
+    return pair.getMask();
+  FailureOr<Value> first = getOrBuildMask(user, pair.getFirst(), tensor);
+  FailureOr<Value> second = getOrBuildMask(user, pair.getSecond(), tensor);
+  if (failed(first) || failed(second))
+    return failure();
+  OpBuilder b(user);
+  auto copy = IndexPairOp::create(b, pair.getLoc(), pair.getFirst(), *first,
+                                  pair.getSecond(), *second);
+  indices.set(copy.getIndices());
+  return copy.getMask();
+}
+
+/// The mask of an access of `tensor` through the indices in `indices`.
+FailureOr<Value> maskFor(Operation *user, OpOperand &indices, Value tensor) {
+  if (indices.get().getDefiningOp<IndexPairOp>())
+    return getOrBuildPairMask(user, indices, tensor);
+  return getOrBuildMask(user, indices.get(), tensor);
+}
+
 /// Returns the validity mask of `indices` for accesses of `tensor`, reusing
 /// one that already guards exactly that, else building it. Only the first
 /// mask of a block counts invalid slots.
@@ -60,7 +89,7 @@ struct SMLAInsertIndexMasksPass
         if (gather.getMask())
           return WalkResult::advance();
         FailureOr<Value> mask =
-            getOrBuildMask(op, gather.getIndices(), gather.getKv());
+            maskFor(op, gather.getIndicesMutable(), gather.getKv());
         if (failed(mask))
           return WalkResult::interrupt();
         gather.getMaskMutable().assign(*mask);
@@ -68,7 +97,7 @@ struct SMLAInsertIndexMasksPass
         if (scatter.getMask())
           return WalkResult::advance();
         FailureOr<Value> mask =
-            getOrBuildMask(op, scatter.getIndices(), scatter.getDkv());
+            maskFor(op, scatter.getIndicesMutable(), scatter.getDkv());
         if (failed(mask))
           return WalkResult::interrupt();
         scatter.getMaskMutable().assign(*mask);

@@ -76,7 +76,13 @@ struct SMLAInsertSoftmaxGuardsPass
                               "smla-insert-index-masks first";
           return WalkResult::interrupt();
         }
-        op.getMaskMutable().assign(gather.getMask());
+        // A step of two tokens masks each token's rows with its own mask.
+        if (auto pair = gather.getMask().getDefiningOp<IndexPairOp>()) {
+          op.getMaskMutable().assign(pair.getFirstMask());
+          op.getPairMaskMutable().assign(pair.getSecondMask());
+        } else {
+          op.getMaskMutable().assign(gather.getMask());
+        }
       }
       if (!op.getLive())
         op.getLiveMutable().assign(getOrBuildLive(op));

@@ -40,7 +40,14 @@ LogicalResult verifySoftmax(SoftmaxOp op) {
   if (!op.getMask())
     return op.emitOpError() << "is an unguarded exponential: has no index mask";
   GatherOp gather = findScoreGather(op);
-  if (!gather || gather.getMask() != op.getMask())
+  auto pair = gather && gather.getMask()
+                  ? gather.getMask().getDefiningOp<IndexPairOp>()
+                  : IndexPairOp();
+  bool matches = pair ? op.getMask() == pair.getFirstMask() &&
+                            op.getPairMask() == pair.getSecondMask()
+                      : gather && gather.getMask() == op.getMask() &&
+                            !op.getPairMask();
+  if (!matches)
     return op.emitOpError() << "is an unguarded exponential: its mask is not "
                                "the mask of the keys its scores come from";
   return success();

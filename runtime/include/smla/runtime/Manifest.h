@@ -64,6 +64,9 @@ enum class LseBase { Two, E };
 /// for kinds other than "bwd") means the kernel serves any value of it.
 struct KernelConfig {
   std::optional<int64_t> d, dt, heads, groups, block;
+  /// Query tokens folded into one CTA (key sharing; absent: 1). `heads`
+  /// then counts the rows of all of them.
+  std::optional<int64_t> tokens;
   std::optional<LseBase> lseBase;
   std::optional<bool> positions;
   std::optional<std::string> dqType, dkvType;
@@ -113,6 +116,8 @@ struct KernelRequest {
   bool positions = false;
   std::string dqType = "bf16", dkvType = "f32";
   std::optional<int64_t> block; // nullopt: any block size
+  /// Folded tokens per CTA; a kernel without the field has 1.
+  int64_t tokens = 1;
 
   /// "kind=bwd d=512 dt=64 h=16 g=1 lse_base=2 positions=0 dq_type=bf16
   /// dkv_type=f32".

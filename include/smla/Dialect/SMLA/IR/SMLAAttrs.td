@@ -48,6 +48,17 @@ def SMLA_ConfigAttr : AttrDef<SMLA_Dialect, "Config"> {
       a large H fit in shared memory). Must divide H / G. Every head block
       re-gathers its group's keys and adds its own share to dKV; only the
       first block of a group counts invalid slots.
+    * `tokens` (optional, default 1): consecutive query tokens folded into
+      one step (key sharing). With `tokens = n`, q, o, dout, lse and dq are
+      given folded, n tokens to a row: [T / n, H, ...] where H = `heads`
+      counts the rows of all n tokens (n times the heads per token); row r
+      of folded token t belongs to token n*t + r / (H/n). `indices` and
+      `positions` stay per token ([T, G, K], [T]). The step walks the slots
+      of its n index rows in lockstep: slot j gathers the key of the first
+      row whose slot j is valid, each token's rows are masked by their own
+      row, and the block's dKV is reduced once for all of them. Only n = 2
+      with groups = 1 and headBlocks = 1 is supported. Callers hand it
+      aligned rows: slot j of both rows holds the same key or -1.
 
     Example:
     ```mlir
@@ -61,7 +72,8 @@ def SMLA_ConfigAttr : AttrDef<SMLA_Dialect, "Config"> {
                         EnumParameter<SMLA_LseBase>:$lseBase,
                         "bool":$positions, "::mlir::Type":$dqType,
                         "::mlir::Type":$dkvType,
-                        DefaultValuedParameter<"int64_t", "1">:$headBlocks);
+                        DefaultValuedParameter<"int64_t", "1">:$headBlocks,
+                        DefaultValuedParameter<"int64_t", "1">:$tokens);
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -71,6 +83,8 @@ def SMLA_ConfigAttr : AttrDef<SMLA_Dialect, "Config"> {
     int64_t getHeadsPerBlock() const {
       return getHeadsPerGroup() / getHeadBlocks();
     }
+    /// Heads of one token (H / tokens).
+    int64_t getHeadsPerToken() const { return getHeads() / getTokens(); }
     /// Width of q and k rows (D + Dt).
     int64_t getQkWidth() const { return getD() + getDt(); }
   }];

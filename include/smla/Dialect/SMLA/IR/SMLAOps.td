@@ -10,6 +10,7 @@
 include "mlir/IR/OpBase.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
 include "smla/Dialect/SMLA/IR/SMLADialect.td"
 include "smla/Dialect/SMLA/IR/SMLAAttrs.td"
 
@@ -172,6 +173,40 @@ def SMLA_IndexMaskOp : SMLA_Op<"index_mask", [AttrSizedOperandSegments]> {
   let hasVerifier = 1;
 }
 
+def SMLA_IndexPairOp : SMLA_Op<"index_pair", [Pure,
+    AllTypesMatch<["first", "second", "indices"]>,
+    AllTypesMatch<["first_mask", "second_mask", "mask"]>]> {
+  let summary = "One block of slots shared by two tokens (key sharing)";
+  let description = [{
+    The slots of a step that folds two tokens (config `tokens = 2`):
+    `indices[j] = first_mask[j] ? first[j] : second[j]` and
+    `mask[j] = first_mask[j] || second_mask[j]`, where `first` / `second`
+    are the two tokens' index blocks at the same offset and the masks their
+    `smla.index_mask`s. A lane valid for either token is a valid row of the
+    tensor both masks protect; the softmax masks each token's rows with its
+    own mask. For aligned rows (slot j of both holds the same key or -1)
+    the lane's key is the same whichever token it is taken from.
+
+    ```mlir
+    %idx, %m = smla.index_pair %a mask(%ma), %b mask(%mb)
+        : vector<64xi32>, vector<64xi1>
+    ```
+  }];
+  let arguments = (ins SMLA_IndexVector:$first, SMLA_MaskVector:$first_mask,
+      SMLA_IndexVector:$second, SMLA_MaskVector:$second_mask);
+  let results = (outs SMLA_IndexVector:$indices, SMLA_MaskVector:$mask);
+  let assemblyFormat = [{
+    $first `mask` `(` $first_mask `)` `,` $second `mask` `(` $second_mask `)`
+    attr-dict `:` type($first) `,` type($first_mask)
+  }];
+  let builders = [OpBuilder<(ins "Value":$first, "Value":$firstMask,
+      "Value":$second, "Value":$secondMask), [{
+    build($_builder, $_state, first.getType(), firstMask.getType(), first,
+          firstMask, second, secondMask);
+  }]>];
+  let hasVerifier = 1;
+}
+
 def SMLA_RowLiveOp : SMLA_Op<"row_live"> {
   let summary = "Dead-row detection: which heads have a finite lse";
   let description = [{
@@ -257,6 +292,9 @@ def SMLA_SoftmaxOp : SMLA_Op<"softmax", [AttrSizedOperandSegments]> {
       `p[h, j] = (mask[j] && live[h]) ? exp2(min(x2, clamp)) : 0`, a select,
       never a multiply by the mask, so inf * 0 cannot arise. With `counters`,
       `counters[2]` grows by the number of selected lanes with x2 > clamp.
+    * with `pair_mask` (a step of two tokens, `smla.index_pair`): the rows
+      h >= Hb/2 belong to the second token and use `pair_mask[j]` in place
+      of `mask[j]`.
 
     ```mlir
     smla.softmax %s, %lse[%t, %g] mask(%m : vector<64xi1>)
@@ -268,12 +306,14 @@ def SMLA_SoftmaxOp : SMLA_Op<"softmax", [AttrSizedOperandSegments]> {
   }];
   let arguments = (ins SMLA_F32Tile:$scores, MemRefRankOf<[F32], [2]>:$lse,
       Index:$token, Index:$head_block, Optional<SMLA_MaskVector>:$mask,
+      Optional<SMLA_MaskVector>:$pair_mask,
       Optional<SMLA_MaskVector>:$live, Optional<SMLA_Counters>:$counters,
       SMLA_F32Tile:$probs, F32Attr:$scale, SMLA_LseBaseAttr:$base,
       OptionalAttr<F32Attr>:$clamp);
   let assemblyFormat = [{
     $scores `,` $lse `[` $token `,` $head_block `]`
     (`mask` `(` $mask^ `:` type($mask) `)`)?
+    (`pair_mask` `(` $pair_mask^ `:` type($pair_mask) `)`)?
     (`live` `(` $live^ `:` type($live) `)`)?
     (`counters` `(` $counters^ `:` type($counters) `)`)?
     `into` $probs attr-dict `:` type($scores) `,` type($lse) `,` type($probs)
