@@ -62,47 +62,73 @@ PairsMode readPairsMode() {
 at::Tensor alignedPairRows(const at::Tensor &indices, int64_t S_kv,
                            int64_t &slots, bool &duplicate) {
   const int64_t T = indices.size(0), K = indices.size(2), P = T / 2;
-  // In-range keys are members; the rest (padding, out of range) drop out
-  // of the union. Key * 2 + (token within the pair), sorted per pair: a
-  // key both tokens selected comes as two neighbours, first token first.
-  at::Tensor x = indices.select(1, 0).to(at::kLong);
-  at::Tensor inRange = x.ge(0).logical_and(x.lt(S_kv));
-  at::Tensor tag =
-      at::arange(T, x.options()).remainder(2).unsqueeze(1).expand({T, K});
-  at::Tensor tagged = at::where(inRange, x, S_kv).mul(2).add(tag);
-  at::Tensor sorted = std::get<0>(at::sort(tagged.reshape({P, 2 * K}), 1));
-  at::Tensor key = sorted.div(2, "floor");
-  at::Tensor token = sorted.remainder(2);
-  at::Tensor real = key.lt(S_kv);
-  at::Tensor fresh = at::ones_like(real);
-  fresh.slice(1, 1).copy_(key.slice(1, 1).ne(key.slice(1, 0, 2 * K - 1)));
-  at::Tensor slot = fresh.to(at::kLong).cumsum(1).sub(1);
-  // A token that lists an in-range key twice: equal tagged neighbours.
-  at::Tensor twice = sorted.slice(1, 1)
-                         .eq(sorted.slice(1, 0, 2 * K - 1))
-                         .logical_and(real.slice(1, 1))
+  // Each row sorted, out-of-range slots (padding) replaced by S_kv so that
+  // they sort last; int32 throughout but for the positions.
+  at::Tensor x = indices.select(1, 0);
+  at::Tensor rows = std::get<0>(at::sort(
+      at::where(x.ge(0).logical_and(x.lt(S_kv)), x, S_kv), /*dim=*/1));
+  at::Tensor pairs = rows.view({P, 2, K});
+  at::Tensor a = pairs.select(1, 0).contiguous();
+  at::Tensor b = pairs.select(1, 1).contiguous();
+  at::Tensor twice = rows.slice(1, 1)
+                         .eq(rows.slice(1, 0, K - 1))
+                         .logical_and(rows.slice(1, 1).lt(S_kv))
                          .any();
-  at::Tensor length = fresh.logical_and(real).sum(1).max();
+  // The union slot of a key: the distinct keys below it. For a of the
+  // first row at position i: i of its own row, the second row's keys
+  // below it (a binary search), less the shared keys below it (counted
+  // twice), an exclusive prefix count of the first row's shared keys.
+  auto place = [&](const at::Tensor &own, const at::Tensor &other,
+                   at::Tensor &shared) {
+    at::Tensor below = at::searchsorted(other, own);
+    shared = other.gather(1, below.clamp_max(K - 1))
+                 .eq(own)
+                 .logical_and(own.lt(S_kv));
+    at::Tensor sharedBelow =
+        shared.to(at::kLong).cumsum(1).sub(shared.to(at::kLong));
+    return below.sub(sharedBelow).add(
+        at::arange(K, below.options()).unsqueeze(0));
+  };
+  at::Tensor sharedA, sharedB;
+  at::Tensor slotA = place(a, b, sharedA);
+  at::Tensor slotB = place(b, a, sharedB);
+  at::Tensor length = a.lt(S_kv)
+                          .sum(1)
+                          .add(b.lt(S_kv).sum(1))
+                          .sub(sharedA.sum(1))
+                          .max();
   at::Tensor host = at::stack({length, twice.to(at::kLong)}).cpu();
   slots = std::max<int64_t>(host[0].item<int64_t>(), 1);
   duplicate = host[1].item<int64_t>() != 0;
-  // Row 2p + token of the result, slot `slot`; the others go to a spare
-  // column per row that is cut off.
-  const int64_t width = slots + 1;
-  at::Tensor out = at::full({P, 2, width}, -1, x.options().dtype(at::kInt));
-  at::Tensor target =
-      at::where(real, token.mul(width).add(slot), token.mul(width).add(slots));
-  out.view({P, 2 * width}).scatter_(1, target, key.to(at::kInt));
+  // Slot `slot` of its row; padding goes to a spare column that is cut.
+  at::Tensor out = at::full({P, 2, slots + 1}, -1, x.options());
+  for (auto [row, own, slot] :
+       {std::tuple{0, a, slotA}, std::tuple{1, b, slotB}}) {
+    at::Tensor valid = own.lt(S_kv);
+    out.select(1, row).scatter_(1, at::where(valid, slot, slots),
+                                at::where(valid, own, -1));
+  }
   return out.slice(2, 0, slots).reshape({T, 1, slots}).contiguous();
 }
 
 TokenPairs chooseTokenPairs(PairsMode mode, const BwdArgs &args,
                             const BwdSizes &n, bool available) {
   TokenPairs pairs;
-  if (mode == PairsMode::Off || !available || n.G != 1 || n.T < 2 ||
-      n.T % 2 != 0 ||
-      isCapturing(at::cuda::getCurrentCUDAStream().stream()))
+  if (mode == PairsMode::Off)
     return pairs;
+  // SMLA_PAIRS=on insists: a call that cannot run on pairs says why.
+  auto refuse = [&](const char *why) {
+    TORCH_CHECK(mode != PairsMode::On, kOpName,
+                ": SMLA_PAIRS=on, but the call cannot run on token pairs: ",
+                why);
+    return pairs;
+  };
+  if (!available)
+    return refuse("the kernel library has no tokens=2 kernel for it");
+  if (n.G != 1 || n.T % 2 != 0)
+    return refuse("it needs G = 1 and an even number of tokens");
+  if (isCapturing(at::cuda::getCurrentCUDAStream().stream()))
+    return refuse("the stream is capturing a CUDA graph");
   PairsHistory *history = nullptr;
   if (mode == PairsMode::Auto && !shouldProbe(args, n, history)) {
     ++history->calls;
@@ -111,15 +137,18 @@ TokenPairs chooseTokenPairs(PairsMode mode, const BwdArgs &args,
   bool duplicate = false;
   at::Tensor rows = alignedPairRows(args.indices, n.S_kv, pairs.slots,
                                     duplicate);
-  pairs.use = !duplicate &&
-              (mode == PairsMode::On ||
-               double(pairs.slots) <= kMaxUnionRatio * double(n.K));
   if (history) {
-    history->lastUsed = pairs.use;
+    history->lastUsed =
+        !duplicate && double(pairs.slots) <= kMaxUnionRatio * double(n.K);
     ++history->calls;
   }
-  if (pairs.use)
-    pairs.indices = rows;
+  if (duplicate)
+    return refuse("argument 'indices' selects a key twice in one row");
+  if (mode == PairsMode::Auto &&
+      double(pairs.slots) > kMaxUnionRatio * double(n.K))
+    return pairs;
+  pairs.use = true;
+  pairs.indices = rows;
   return pairs;
 }
 

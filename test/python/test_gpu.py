@@ -242,37 +242,40 @@ PAIR_CASES = {
 @needs_compiled
 @pytest.mark.parametrize("name", sorted(PAIR_CASES))
 def test_token_pairs_match_reference(name, monkeypatch):
-    """Forced on, the pair path matches the reference (counters included:
-    the aligned rows' padding is not counted) and is not the per-token
-    path (its fp32 sums run in another order)."""
-    p = pair_problem(**PAIR_CASES[name])
-    monkeypatch.setenv("SMLA_PAIRS", "off")
-    single = smla.sparse_mla_bwd(**p, mode="compiled", **F32)
+    """Forced on (which fails where the pair path cannot run), the pair
+    path matches the reference, counters included: the aligned rows'
+    padding is not counted."""
     monkeypatch.setenv("SMLA_PAIRS", "on")
-    dq, dkv = compare(p, **F32)
-    assert not torch.equal(dkv, single[1])
-    assert rel_fro(dq, single[0]) < 1e-5 and rel_fro(dkv, single[1]) < 1e-5
+    compare(pair_problem(**PAIR_CASES[name]))
 
 
 @needs_compiled
 def test_token_pairs_auto_choice(monkeypatch):
-    """auto takes pairs whose union is short (bit for bit the forced path)
-    and leaves long unions, duplicated keys and odd T to the per-token
-    kernel (bit for bit SMLA_PAIRS=off)."""
+    """auto takes pairs whose union is short (dq bit for bit the forced
+    path's: dq has no atomics) and leaves long unions, duplicated keys and
+    odd T to the per-token kernel (bit for bit SMLA_PAIRS=off); on refuses
+    what it cannot run."""
     def run(p, mode):
         monkeypatch.setenv("SMLA_PAIRS", mode)
-        return smla.sparse_mla_bwd(**p, mode="compiled", **F32)
+        return smla.sparse_mla_bwd(**p, mode="compiled")
 
     near = pair_problem(overlap=0.8, adversarial=False)
-    assert torch.equal(run(near, "auto")[1], run(near, "on")[1])
+    assert torch.equal(run(near, "auto")[0], run(near, "on")[0])
+    assert not torch.equal(run(near, "auto")[0], run(near, "off")[0])
     far = pair_problem(overlap=0.0, adversarial=False, seed=3)
     for _ in range(10):  # crosses the every-8th-call re-measurement
-        assert torch.equal(run(far, "auto")[1], run(far, "off")[1])
+        assert torch.equal(run(far, "auto")[0], run(far, "off")[0])
     dup = pair_problem(overlap=0.8, seed=4)
     dup["indices"][5, 0, 1] = dup["indices"][5, 0, 0] = 7
-    assert torch.equal(run(dup, "on")[1], run(dup, "off")[1])
+    assert torch.equal(run(dup, "auto")[0], run(dup, "off")[0])
+    with pytest.raises(RuntimeError, match="'indices' selects a key twice"):
+        run(dup, "on")
     odd = pair_problem(T=23, overlap=0.8, adversarial=False, seed=5)
-    assert torch.equal(run(odd, "on")[1], run(odd, "off")[1])
+    assert torch.equal(run(odd, "auto")[0], run(odd, "off")[0])
+    with pytest.raises(RuntimeError, match="an even number of tokens"):
+        run(odd, "on")
+    with pytest.raises(RuntimeError, match="no tokens=2 kernel"):
+        run(problem(H=32, T=4), "on")
     monkeypatch.setenv("SMLA_PAIRS", "sometimes")
     with pytest.raises(RuntimeError, match="SMLA_PAIRS must be auto, on or off"):
         smla.sparse_mla_bwd(**near, mode="compiled")
