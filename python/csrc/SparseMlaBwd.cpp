@@ -235,8 +235,43 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
       deltaGiven || takesParam(bwd, "delta")
           ? nullptr
           : findBwd(library, n, lseBaseE, hasPositions, args, 2);
-  const TokenPairs pairs =
-      chooseTokenPairs(pairsMode, args, n, pairBwd != nullptr);
+  const runtime::KernelEntry *pairUnion = nullptr;
+  if (pairBwd) {
+    runtime::KernelRequest request = makeRequest(
+        "pair_union", n, lseBaseE, hasPositions, args.dqDtype, args.dkvDtype);
+    request.heads = n.H * 2;
+    request.tokens = 2;
+    request.dqType = pairBwd->config.dqType.value_or(request.dqType);
+    request.dkvType = pairBwd->config.dkvType.value_or(request.dkvType);
+    pairUnion = selectOptional(library, request);
+  }
+  // The pair-union kernel writes [T, 1, 2K] rows and a count per pair (the
+  // second row's own keys, or a TokenPairs.h status); one read-back gives
+  // the union's length U = K + max count, and the rows are cut to U.
+  const PairRowBuilder buildRows = [&](int64_t &slots, int64_t &status) {
+    const KernelTensors &u = t;
+    at::Tensor wide = at::empty({n.T, 1, 2 * n.K}, args.indices.options());
+    at::Tensor counts = at::empty({n.T / 2}, args.indices.options());
+    BwdSizes pn = n;
+    pn.T = n.T / 2;
+    runtime::ParamValues params = kernelParams(u, pn, args.smScale);
+    params.insert_or_assign("pair_rows",
+                            runtime::ParamValue::ptr(wide.data_ptr()));
+    params.insert_or_assign("pair_counts",
+                            runtime::ParamValue::ptr(counts.data_ptr()));
+    library.launch(*pairUnion, stream,
+                   runtime::GridSizes{pn.T, n.S_kv, n.K, n.H * 2, n.G}, params);
+    at::Tensor stats = at::stack({counts.max(), counts.min()}).cpu();
+    int64_t most = stats[0].item<int64_t>(), least = stats[1].item<int64_t>();
+    status = least < 0 ? least : 0;
+    slots = std::max<int64_t>(n.K + most, 1);
+    if (status != 0)
+      return at::Tensor();
+    return wide.slice(2, 0, slots).contiguous();
+  };
+  const TokenPairs pairs = chooseTokenPairs(
+      pairsMode, args, n, pairBwd != nullptr && pairUnion != nullptr,
+      buildRows);
   const SlotWalk walk = pairs.use ? SlotWalk{}
                                   : chooseSlotWalk(walkEnv, args, n, bwd);
   if (pairs.use) {

@@ -112,7 +112,8 @@ at::Tensor alignedPairRows(const at::Tensor &indices, int64_t S_kv,
 }
 
 TokenPairs chooseTokenPairs(PairsMode mode, const BwdArgs &args,
-                            const BwdSizes &n, bool available) {
+                            const BwdSizes &n, bool available,
+                            const PairRowBuilder &build) {
   TokenPairs pairs;
   if (mode == PairsMode::Off)
     return pairs;
@@ -134,18 +135,18 @@ TokenPairs chooseTokenPairs(PairsMode mode, const BwdArgs &args,
     ++history->calls;
     return pairs;
   }
-  bool duplicate = false;
-  at::Tensor rows = alignedPairRows(args.indices, n.S_kv, pairs.slots,
-                                    duplicate);
+  int64_t status = 0;
+  at::Tensor rows = build(pairs.slots, status);
+  bool pays = double(pairs.slots) <= kMaxUnionRatio * double(n.K);
   if (history) {
-    history->lastUsed =
-        !duplicate && double(pairs.slots) <= kMaxUnionRatio * double(n.K);
+    history->lastUsed = status == 0 && pays;
     ++history->calls;
   }
-  if (duplicate)
+  if (status == kRepeatedKey)
     return refuse("argument 'indices' selects a key twice in one row");
-  if (mode == PairsMode::Auto &&
-      double(pairs.slots) > kMaxUnionRatio * double(n.K))
+  if (status == kTopkTooLarge)
+    return refuse("its top-k is larger than the pair-union kernel holds");
+  if (mode == PairsMode::Auto && !pays)
     return pairs;
   pairs.use = true;
   pairs.indices = rows;

@@ -21,11 +21,15 @@
 //
 // Chosen per call: when the library has the folded kernel, T is even,
 // G = 1, no row selects a key twice, and the union is short enough to pay
-// (at most kMaxUnionRatio x K slots). The union is built on the device
-// (one segmented sort of the pairs' 2K slots, a prefix sum and a scatter)
-// and read back once (its length); a shape whose union was too long is
-// re-measured only every kProbeEvery-th call, so random indices (B2r)
-// pay the build once in a while.
+// (at most kMaxUnionRatio x K slots). The rows are built on the device by
+// the library's pair-union kernel (smla.pair_union: one CTA per pair, a
+// hash table in shared memory), whose per-pair counts are read back once
+// (the union's length); a shape whose union was too long is re-measured
+// only every kProbeEvery-th call, so random indices (B2r) pay the build
+// once in a while. alignedPairRows is the same construction in ATen ops
+// (sorted rows), for the CPU and as the tests' reference layout; it
+// returns the union in ascending key order, the kernel in the first
+// row's order.
 //
 // Environment: SMLA_PAIRS=auto|on|off (on: whenever possible, however
 // long the union).
@@ -40,6 +44,7 @@
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
+#include <functional>
 
 namespace smla::ext {
 
@@ -62,10 +67,19 @@ struct TokenPairs {
   int64_t slots = 0;
 };
 
+/// Builds the aligned rows of a call's token pairs: returns [T, 1, U]
+/// int32 rows and sets U, or sets `status` to kRepeatedKey (a row selects
+/// an in-range key twice) or kTopkTooLarge (beyond the builder's scratch).
+using PairRowBuilder =
+    std::function<at::Tensor(int64_t &slots, int64_t &status)>;
+inline constexpr int64_t kRepeatedKey = -1, kTopkTooLarge = -2;
+
 /// Whether this call runs on token pairs and, if so, their aligned rows.
-/// `available`: the library has a tokens = 2 kernel for the call.
+/// `available`: the library has a tokens = 2 kernel for the call (and
+/// `build` runs its pair-union kernel).
 TokenPairs chooseTokenPairs(PairsMode mode, const BwdArgs &args,
-                            const BwdSizes &n, bool available);
+                            const BwdSizes &n, bool available,
+                            const PairRowBuilder &build);
 
 /// The aligned index rows of token pairs (2p, 2p + 1) of `indices`
 /// ([T, 1, K] int32, T even) into S_kv rows, and U; `duplicate` is set

@@ -142,11 +142,20 @@ public:
   gpu::GPUFuncOp create(StringRef name, StringRef kind,
                         ArrayRef<std::pair<StringRef, Value>> tensors,
                         ArrayRef<StringRef> scalars, ArrayRef<StringRef> grid) {
+    SmallVector<std::pair<StringRef, Type>> typed;
+    for (auto [n, v] : tensors)
+      typed.push_back({n, v.getType()});
+    return create(name, kind, typed, scalars, grid);
+  }
+
+  gpu::GPUFuncOp create(StringRef name, StringRef kind,
+                        ArrayRef<std::pair<StringRef, Type>> tensors,
+                        ArrayRef<StringRef> scalars, ArrayRef<StringRef> grid) {
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     SmallVector<Type> types;
     SmallVector<Attribute> names;
-    for (auto [n, v] : tensors) {
-      auto type = cast<MemRefType>(v.getType());
+    for (auto [n, t] : tensors) {
+      auto type = cast<MemRefType>(t);
       types.push_back(MemRefType::get({kFlatLength}, type.getElementType()));
       names.push_back(b.getStringAttr(n));
     }
@@ -172,6 +181,50 @@ public:
   gpu::GPUModuleOp module;
   int64_t threads;
 };
+
+/// The pair-union kernel (smla.pair_union): params indices, pair_rows
+/// ([T, 1, 2K] int32), pair_counts ([T / 2] int32), T (pairs), S_kv, K.
+/// Its scratch holds K <= kPairUnionMaxTopk (a table of 4K entries).
+void addPairUnionKernel(KernelBuilder &kb, StringRef prefix, Value indices,
+                        Location loc, int64_t threads) {
+  MLIRContext *ctx = indices.getContext();
+  auto i32 = IntegerType::get(ctx, 32);
+  auto rowsType = cast<MemRefType>(indices.getType());
+  auto countsType = MemRefType::get({ShapedType::kDynamic}, i32);
+  gpu::GPUFuncOp kernel = kb.create(
+      (prefix + "_pair_union").str(), "pair_union",
+      ArrayRef<std::pair<StringRef, Type>>{{"indices", rowsType},
+                                           {"pair_rows", rowsType},
+                                           {"pair_counts", countsType}},
+      {"T", "S_kv", "K"}, {"T", "1", "1"});
+  OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
+  Block &entry = kernel.getBody().front();
+  auto scalar = [&](unsigned i) -> Value {
+    return arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                      entry.getArgument(i));
+  };
+  Value pairsN = scalar(3), keys = scalar(4), topk = scalar(5);
+  Value two = arith::ConstantIndexOp::create(b, loc, 2);
+  Value tokens = arith::MulIOp::create(b, loc, pairsN, two);
+  Value width = arith::MulIOp::create(b, loc, topk, two);
+  auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto scratch = [&](int64_t n) -> Value {
+    return memref::AllocaOp::create(
+        b, loc, MemRefType::get({n}, i32, MemRefLayoutAttrInterface(), workgroup));
+  };
+  Value table = scratch(4 * kPairUnionMaxTopk);
+  Value positions = scratch(4 * kPairUnionMaxTopk);
+  Value ranks = scratch(kPairUnionMaxTopk + 2);
+  Value partials = scratch(threads);
+  Value idx = reshape(b, loc, entry.getArgument(0), rowsType, tokens, topk);
+  Value rows = reshape(b, loc, entry.getArgument(1), rowsType, tokens, width);
+  Value counts = reshape(b, loc, entry.getArgument(2), countsType, pairsN,
+                         pairsN);
+  Value pair = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  PairUnionOp::create(b, loc, idx, pair, keys, rows, counts, table, positions,
+                      ranks, partials);
+  gpu::ReturnOp::create(b, loc);
+}
 
 /// Views of the kernel parameters in the original types, and the sizes.
 Sizes bindParams(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
@@ -422,6 +475,13 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
               [&](OpBuilder &b, ArrayRef<Value> rows) {
                 CastDkvOp::create(b, loc, rows[0], rows[1]);
               });
+  // Key sharing (tokens = 2, smla.index_pair in the step): the aligned
+  // index rows of token pairs, one CTA per pair ("T" is the pair count,
+  // as for the bwd kernel).
+  bool pairs = false;
+  func.walk([&](IndexPairOp) { pairs = true; });
+  if (pairs)
+    addPairUnionKernel(kb, func.getName(), roles->indices, loc, threads);
   func.erase();
   return success();
 }

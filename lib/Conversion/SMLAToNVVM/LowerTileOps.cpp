@@ -154,6 +154,10 @@ private:
           lowerTileDot(e, typed, mma);
           return success();
         })
+        .Case([&](PairUnionOp typed) {
+          lowerPairUnion(e, typed);
+          return success();
+        })
         .Case([&](DqAccumulateOp typed) {
           auto regs = dqRegs.lookup(typed.getAcc());
           lowerDqAccumulate(e, typed, mma, regs.first, regs.second);

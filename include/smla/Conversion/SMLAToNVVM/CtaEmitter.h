@@ -84,6 +84,7 @@ void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
 
 /// tile_dot and dq_accumulate, on CUDA cores or on tensor cores (mma.sync).
 void lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma);
+void lowerPairUnion(CtaEmitter &e, PairUnionOp op);
 /// Two adjacent tile_dots on one key tile (scores and dP) as one tensor-core
 /// pass that loads each key fragment once; when they may be fused.
 bool canFuseTileDots(TileDotOp first, TileDotOp second);

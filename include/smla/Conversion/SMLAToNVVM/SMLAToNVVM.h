@@ -45,6 +45,9 @@ constexpr llvm::StringLiteral kSmemGlobal = "smla_smem";
 /// Kernel attributes read by smla-compile to write the manifest.
 constexpr llvm::StringLiteral kDynamicSmemAttr = "smla.dynamic_smem";
 constexpr llvm::StringLiteral kKernelKindAttr = "smla.kind";
+/// The largest top-k the pair-union kernel's shared scratch holds (a hash
+/// table of 4 x this many entries); larger calls get counts = -2.
+constexpr int64_t kPairUnionMaxTopk = 2048;
 constexpr llvm::StringLiteral kParamNamesAttr = "smla.params";
 constexpr llvm::StringLiteral kGridAttr = "smla.grid";
 /// On the bwd gpu.func: the tensors whose rows smla-gpu-map staged in shared

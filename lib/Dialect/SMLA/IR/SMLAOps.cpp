@@ -199,6 +199,21 @@ LogicalResult IndexPairOp::verify() {
                      getFirst().getType().getNumElements());
 }
 
+LogicalResult PairUnionOp::verify() {
+  if (dim(getIndices(), 1) != 1 || dim(getRows(), 1) != 1)
+    return emitOpError() << "indices and rows must be [T, 1, K] (one kv "
+                            "group)";
+  int64_t n = dim(getKeys(), 0);
+  if (ShapedType::isDynamic(n) || n < 2 || !llvm::isPowerOf2_64(n) ||
+      dim(getPositions(), 0) != n)
+    return emitOpError() << "keys and positions must have the same static "
+                            "power-of-two length";
+  if (ShapedType::isDynamic(dim(getRanks(), 0)) ||
+      ShapedType::isDynamic(dim(getPartials(), 0)))
+    return emitOpError() << "ranks and partials must have static lengths";
+  return success();
+}
+
 LogicalResult GatherOp::verify() {
   int64_t lanes = getIndices().getType().getNumElements();
   if (failed(checkLength(*this, "tile rows", dim(getTile(), 0),
