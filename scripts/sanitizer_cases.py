@@ -35,9 +35,11 @@ def case(H, G, D, Dt, lse_base, positions, T=5, S=97, K=37, seed=0, pairs=False)
     if pairs:
         # The pair path needs rows without an in-range key twice; odd
         # tokens share half of their keys with the even token before.
-        for t in range(T):
-            idx[t, :, len(bad):] = torch.randperm(S, generator=gen)[: K - len(bad)]
-        idx[1::2, :, len(bad):len(bad) + K // 2] = idx[0:T - 1:2, :, len(bad):len(bad) + K // 2]
+        m = K - len(bad)
+        for t in range(0, T - 1, 2):
+            pool = torch.randperm(S, generator=gen)[: m + m // 2]
+            idx[t, :, len(bad):] = pool[:m]
+            idx[t + 1, :, len(bad):] = pool[m // 2:]
     else:
         idx[:, :, -1] = idx[:, :, len(bad)]      # duplicate
     idx[T - 1] = -1                              # no valid slot

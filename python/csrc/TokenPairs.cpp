@@ -176,6 +176,12 @@ alignedPairRowsOp(const at::Tensor &indices, int64_t sKv) {
 }
 } // namespace
 
-TORCH_LIBRARY_IMPL(smla, CompositeExplicitAutograd, m) {
+// Per device, like sparse_mla_bwd (an error thrown from a
+// CompositeExplicitAutograd kernel crashed torch 2.11 on the H200).
+TORCH_LIBRARY_IMPL(smla, CPU, m) {
+  m.impl("aligned_pair_rows", &alignedPairRowsOp);
+}
+
+TORCH_LIBRARY_IMPL(smla, CUDA, m) {
   m.impl("aligned_pair_rows", &alignedPairRowsOp);
 }
