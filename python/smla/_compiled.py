@@ -108,3 +108,25 @@ def sparse_mla_bwd(
         q, kv, o, do, indices, lse, float(sm_scale), normalize_lse_base(lse_base) == "e",
         q_positions, delta, dq_dtype, dkv_dtype,
     )
+
+
+def aligned_pair_rows(indices: torch.Tensor, s_kv: int):
+    """The aligned index rows of token pairs (2p, 2p + 1) that the key-sharing
+    path walks (python/csrc/TokenPairs.h), built with ATen ops in ascending
+    key order: returns (rows int32 [T, 1, U], U, repeated), `repeated` True
+    when a row selects an in-range key twice (the rows are then unusable).
+
+    The arguments are checked here, each error naming its argument.
+    """
+    load()
+    if not isinstance(indices, torch.Tensor) or indices.dim() != 3 or indices.size(1) != 1 \
+            or indices.dtype != torch.int32:
+        raise ValueError("smla.aligned_pair_rows: argument 'indices' must be an int32 tensor "
+                         f"[T, 1, K], got {getattr(indices, 'dtype', type(indices))} "
+                         f"{tuple(getattr(indices, 'shape', ()))}")
+    if indices.size(0) % 2 or indices.size(2) < 1:
+        raise ValueError("smla.aligned_pair_rows: argument 'indices' needs an even token count "
+                         f"and K >= 1, got shape {tuple(indices.shape)}")
+    if int(s_kv) < 1:
+        raise ValueError(f"smla.aligned_pair_rows: argument 's_kv' must be >= 1, got {s_kv}")
+    return torch.ops.smla.aligned_pair_rows(indices.contiguous(), int(s_kv))

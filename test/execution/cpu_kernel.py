@@ -44,6 +44,7 @@ class Config:
     dq_type: str  # "bf16" | "f32"
     dkv_type: str  # "bf16" | "f32"
     head_blocks: int = 1  # blocks the heads of one group are split into
+    tokens: int = 1  # folded tokens per step (heads counts all their rows)
 
     @property
     def width(self) -> int:
@@ -80,7 +81,7 @@ def render(cfg: Config, scale: float) -> str:
         f"block = {cfg.block}, lseBase = {base}, "
         f"positions = {'true' if cfg.positions else 'false'}, "
         f"dqType = {cfg.dq_type}, dkvType = {cfg.dkv_type}, "
-        f"headBlocks = {cfg.head_blocks}>"
+        f"headBlocks = {cfg.head_blocks}, tokens = {cfg.tokens}>"
     )
     return (
         f"func.func @bwd({sig}) attributes {{llvm.emit_c_interface}} {{\n"

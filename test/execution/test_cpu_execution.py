@@ -142,3 +142,55 @@ def test_invalid_slots_contribute_nothing(compiled):
     other = kernel(case["q"], case["kv"], case["o"], case["dout"], idx,
                    case["lse"], case["positions"])
     assert torch.equal(base[0], other[0]) and torch.equal(base[1], other[1])
+
+
+def aligned_pairs(idx: torch.Tensor, S: int) -> torch.Tensor:
+    """Aligned rows of token pairs (python/csrc/TokenPairs.h): per pair, the
+    sorted union of both rows' in-range keys, -1 where a token lacks one."""
+    T, _, K = idx.shape
+    rows = []
+    for p in range(T // 2):
+        mem = [{k for k in idx[2 * p + i, 0].tolist() if 0 <= k < S} for i in range(2)]
+        union = sorted(mem[0] | mem[1])
+        rows += [[k if k in m else -1 for k in union] for m in mem]
+    U = max(len(r) for r in rows)
+    return torch.tensor([r + [-1] * (U - len(r)) for r in rows], dtype=torch.int32).view(T, 1, U)
+
+
+def test_token_pairs_match_reference(tmp_path):
+    """tokens = 2 on the CPU: two tokens of 2 heads folded into 4 rows walk
+    their aligned rows (an index pair per block, each token's rows masked by
+    its own row and position limit); dq, dkv and the counters are those of
+    the given rows (the padding's invalid slots subtracted)."""
+    cfg = Config(32, 16, 4, 1, 16, 2, True, "f32", "f32", tokens=2)
+    T, S, K = 6, 40, 9
+    g = torch.Generator().manual_seed(11)
+    idx = torch.empty(T, 1, K, dtype=torch.int32)
+    for p in range(T // 2):
+        pool = torch.randperm(S, generator=g)[: K + K // 2].to(torch.int32)
+        idx[2 * p, 0], idx[2 * p + 1, 0] = pool[:K], pool[K // 2:]
+    idx[1, 0, 3] = -1
+    idx[2, 0, 0] = S + 4
+    idx[4] = -1
+    case = make_case(Config(32, 16, 2, 1, 16, 2, True, "f32", "f32"), T, S, K, seed=5,
+                     positions=True)
+    case["indices"] = idx
+    _, lse = sparse_mla_fwd_reference(case["q"].double(), case["kv"].double(), idx, case["scale"],
+                                      d_v=32, lse_base=2, q_positions=case["positions"])
+    lse = lse.float()
+    lse[T - 1, 0] = float("inf")
+    case["lse"] = lse
+    rows = aligned_pairs(idx, S)
+    kernel = CpuKernel(cfg, case["scale"], workdir=tmp_path)
+    fold = lambda t: t.reshape(T // 2, 4, *t.shape[2:])  # noqa: E731
+    dq, dkv, cnt = kernel(fold(case["q"]), case["kv"], fold(case["o"]), fold(case["dout"]),
+                          rows, lse.reshape(T // 2, 4), case["positions"])
+    rdq, rdkv, rcnt = sparse_mla_bwd_reference(
+        case["q"].double(), case["kv"].double(), case["o"].double(), case["dout"].double(),
+        idx, lse.double(), case["scale"], lse_base=2, q_positions=case["positions"],
+        diagnostics=True)
+    assert rel(dq.reshape(T, 2, -1), rdq) < 1e-5 and rel(dkv, rdkv) < 1e-5
+    cnt = cnt.tolist()
+    cnt[0] -= T * (rows.shape[2] - K)
+    assert dict(zip(("invalid_slots", "dead_rows", "clamped"), cnt)) == rcnt
+    assert rcnt["invalid_slots"] > 0

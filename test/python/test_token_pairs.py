@@ -1,4 +1,4 @@
-"""torch.ops.smla.aligned_pair_rows: the aligned index rows of token pairs
+"""smla._compiled.aligned_pair_rows (torch.ops.smla.aligned_pair_rows): the aligned index rows of token pairs
 that sparse_mla_bwd hands the folded (tokens = 2) kernel
 (python/csrc/TokenPairs.h), checked against a plain Python union on the
 CPU. The GPU tests (test_gpu.py) run the kernel on them."""
@@ -6,10 +6,11 @@ CPU. The GPU tests (test_gpu.py) run the kernel on them."""
 import pytest
 import torch
 
-try:
-    import smla._C  # noqa: F401
-except ImportError as exc:  # pragma: no cover - depends on the build
-    pytest.skip(f"the extension smla._C is not built/installed ({exc})", allow_module_level=True)
+from smla import _compiled
+
+if not _compiled.is_available():  # pragma: no cover - depends on the build
+    pytest.skip("the extension smla._C is not built/installed", allow_module_level=True)
+aligned_pair_rows = _compiled.aligned_pair_rows
 
 
 def naive(indices, S):
@@ -53,7 +54,7 @@ def adversarial(T, S, K, seed, overlap=0.7, dup=False):
                                            (6, 40, 30, 0.9), (10, 1000, 100, 0.0)])
 def test_matches_naive_union(T, S, K, overlap):
     idx = adversarial(T, S, K, seed=T + K, overlap=overlap)
-    rows, U, dup = torch.ops.smla.aligned_pair_rows(idx, S)
+    rows, U, dup = aligned_pair_rows(idx, S)
     want, wU, wdup = naive(idx, S)
     assert (U, dup) == (wU, wdup) and not dup
     assert rows.dtype == torch.int32 and rows.is_contiguous()
@@ -65,7 +66,7 @@ def test_each_row_keeps_its_in_range_keys():
     the rest -1 (so a kernel masking -1 computes the given tokens' sums)."""
     T, S, K = 16, 500, 40
     idx = adversarial(T, S, K, seed=3)
-    rows, U, _ = torch.ops.smla.aligned_pair_rows(idx, S)
+    rows, U, _ = aligned_pair_rows(idx, S)
     for t in range(T):
         given = sorted(k for k in idx[t, 0].tolist() if 0 <= k < S)
         got = [k for k in rows[t, 0].tolist() if k != -1]
@@ -77,19 +78,19 @@ def test_each_row_keeps_its_in_range_keys():
 
 def test_duplicate_key_in_a_row_is_reported():
     idx = adversarial(8, 300, 16, seed=1, dup=True)
-    _, _, dup = torch.ops.smla.aligned_pair_rows(idx, 300)
+    _, _, dup = aligned_pair_rows(idx, 300)
     assert dup
     # Out-of-range repeats (padding) are not duplicates.
     pad = torch.full((4, 1, 6), -1, dtype=torch.int32)
     pad[:, :, 0] = torch.arange(4, dtype=torch.int32).view(4, 1)
-    rows, U, dup = torch.ops.smla.aligned_pair_rows(pad, 10)
+    rows, U, dup = aligned_pair_rows(pad, 10)
     assert not dup and U == 2
 
 
 def test_bad_arguments_name_the_argument():
-    with pytest.raises(RuntimeError, match="'indices' needs an even token count"):
-        torch.ops.smla.aligned_pair_rows(torch.zeros(3, 1, 4, dtype=torch.int32), 10)
-    with pytest.raises(RuntimeError, match="'indices' must be int32"):
-        torch.ops.smla.aligned_pair_rows(torch.zeros(2, 2, 4, dtype=torch.int32), 10)
-    with pytest.raises(RuntimeError, match="'s_kv' must be >= 1"):
-        torch.ops.smla.aligned_pair_rows(torch.zeros(2, 1, 4, dtype=torch.int32), 0)
+    with pytest.raises(ValueError, match="'indices' needs an even token count"):
+        aligned_pair_rows(torch.zeros(3, 1, 4, dtype=torch.int32), 10)
+    with pytest.raises(ValueError, match="'indices' must be an int32 tensor"):
+        aligned_pair_rows(torch.zeros(2, 2, 4, dtype=torch.int32), 10)
+    with pytest.raises(ValueError, match="'s_kv' must be >= 1"):
+        aligned_pair_rows(torch.zeros(2, 1, 4, dtype=torch.int32), 0)

@@ -65,3 +65,18 @@ func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16
 
 // expected-error @+1 {{headBlocks (3) must be >= 1 and divide the heads per group (8)}}
 func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 16, groups = 2, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 3>}
+
+// -----
+
+// expected-error @+1 {{tokens must be 1 or 2, got 3}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 48, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, tokens = 3>}
+
+// -----
+
+// expected-error @+1 {{tokens = 2 needs groups = 1, headBlocks = 1 and heads (32) divisible by tokens}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 32, groups = 2, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, tokens = 2>}
+
+// -----
+
+// expected-error @+1 {{tokens = 2 needs groups = 1, headBlocks = 1 and heads (64) divisible by tokens}}
+func.func private @f() attributes {c = #smla.config<d = 512, dt = 64, heads = 64, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 2, tokens = 2>}

@@ -231,3 +231,27 @@ func.func @cast_shape(%acc: memref<?x1x48xf32>, %dkv: memref<?x2x48xbf16>) {
   smla.cast_dkv %acc into %dkv : memref<?x1x48xf32>, memref<?x2x48xbf16>
   return
 }
+
+// -----
+
+func.func @pair_mask_length(%a: vector<16xi32>, %ma: vector<8xi1>, %b: vector<16xi32>, %mb: vector<8xi1>) {
+  // expected-error @+1 {{length of 'mask' (8) must equal the number of indices (16)}}
+  %u, %m = smla.index_pair %a mask(%ma), %b mask(%mb) : vector<16xi32>, vector<8xi1>
+  return
+}
+
+// -----
+
+func.func @pair_mask_without_mask(%s: memref<4x16xf32>, %lse: memref<?x4xf32>, %p: memref<4x16xf32>, %t: index, %m: vector<16xi1>) {
+  // expected-error @+1 {{has a 'pair_mask' but no 'mask'}}
+  smla.softmax %s, %lse[%t, %t] pair_mask(%m : vector<16xi1>) into %p {base = #smla<lse_base base2>, scale = 1.0 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
+  return
+}
+
+// -----
+
+func.func @pair_union_table(%idx: memref<?x1x?xi32>, %p: index, %s: index, %rows: memref<?x1x?xi32>, %c: memref<?xi32>, %k: memref<100xi32>, %r: memref<64xi32>, %w: memref<32xi32>) {
+  // expected-error @+1 {{keys and positions must have the same static power-of-two length}}
+  smla.pair_union %idx[%p] below %s into %rows, %c scratch(%k, %k, %r, %w) : memref<?x1x?xi32>, memref<?x1x?xi32>, memref<?xi32>, memref<100xi32>, memref<100xi32>, memref<64xi32>, memref<32xi32>
+  return
+}

@@ -1,0 +1,62 @@
+// RUN: smla-opt --smla-guarded --smla-gpu-map --smla-prefetch-keys %s | FileCheck %s
+// RUN: smla-opt --smla-gpu-kernels %s | FileCheck %s --check-prefix=LOWER
+
+// A tokens = 2 configuration maps to the bwd kernel of folded tokens (one
+// CTA per token pair, its index pair from rows 2t and 2t + 1) and a
+// pair_union kernel that builds those aligned rows.
+
+// CHECK-LABEL: gpu.func @pair_bwd
+// CHECK-SAME: smla.grid = ["T", "1", "1"], smla.kind = "bwd"
+// CHECK: %[[TA:[0-9]+]] = arith.muli %block_id_x, %c2{{.*}} : index
+// CHECK: %[[TB:[0-9]+]] = arith.addi %[[TA]], %c1{{.*}} : index
+// CHECK: smla.index_load %{{.*}}[%[[TA]], %block_id_y, %{{.*}}]
+// CHECK: smla.index_load %{{.*}}[%[[TB]], %block_id_y, %{{.*}}]
+// CHECK: %[[U:indices[_0-9]*]], %[[M:mask[_0-9]*]] = smla.index_pair
+// A pair step re-runs two index loads per issue (ptxas spilled): it keeps
+// its whole gather.
+// CHECK-NOT: issue_only
+// CHECK: smla.gather %{{.*}} rows(%[[U]]) mask(%[[M]] : vector<16xi1>) into
+// CHECK-NOT: wait_only
+// CHECK: smla.softmax {{.*}} pair_mask
+// CHECK: gpu.return
+
+// The union kernel: grid T (pairs), its parameters, and its scratch in
+// shared memory (a table of 4 x 2048 keys and slots, 2048 ranks + 2, one
+// partial per thread).
+// CHECK-LABEL: gpu.func @pair_pair_union
+// CHECK-SAME: smla.grid = ["T", "1", "1"], smla.kind = "pair_union", smla.params = ["indices", "pair_rows", "pair_counts", "T", "S_kv", "K"]
+// CHECK: memref.alloca() : memref<8192xi32, #gpu.address_space<workgroup>>
+// CHECK: memref.alloca() : memref<8192xi32, #gpu.address_space<workgroup>>
+// CHECK: memref.alloca() : memref<2050xi32, #gpu.address_space<workgroup>>
+// CHECK: memref.alloca() : memref<256xi32, #gpu.address_space<workgroup>>
+// CHECK: smla.pair_union %{{.*}}[%block_id_x] below
+
+// Lowered: claims by compare-and-swap, shared marks by atomic or, phases
+// separated by barriers; no smla op is left.
+// LOWER-LABEL: gpu.func @pair_pair_union
+// LOWER-SAME: smla.dynamic_smem = 74880
+// LOWER: gpu.barrier
+// LOWER: memref.generic_atomic_rmw
+// LOWER: gpu.barrier
+// LOWER: memref.generic_atomic_rmw
+// LOWER: memref.atomic_rmw ori
+// LOWER: gpu.barrier
+// LOWER-NOT: smla.
+// LOWER: gpu.return
+func.func @pair(%q: memref<?x4x48xbf16>, %kv: memref<?x1x48xbf16>,
+                %o: memref<?x4x32xbf16>, %do: memref<?x4x32xbf16>,
+                %idx: memref<?x1x?xi32>, %lse: memref<?x4xf32>,
+                %pos: memref<?xi32>, %dq: memref<?x4x48xf32>,
+                %acc: memref<?x1x48xf32>, %dkv: memref<?x1x48xbf16>,
+                %cnt: memref<3xi64>) {
+  smla.sparse_attention_bwd q(%q : memref<?x4x48xbf16>)
+      kv(%kv : memref<?x1x48xbf16>) o(%o : memref<?x4x32xbf16>)
+      dout(%do : memref<?x4x32xbf16>) indices(%idx : memref<?x1x?xi32>)
+      lse(%lse : memref<?x4xf32>) positions(%pos : memref<?xi32>)
+      dq(%dq : memref<?x4x48xf32>) dkv_accum(%acc : memref<?x1x48xf32>)
+      dkv(%dkv : memref<?x1x48xbf16>) counters(%cnt : memref<3xi64>)
+      {config = #smla.config<d = 32, dt = 16, heads = 4, groups = 1,
+          block = 16, lseBase = base2, positions = true, dqType = f32,
+          dkvType = bf16, tokens = 2>, sm_scale = 0.125 : f32}
+  return
+}
