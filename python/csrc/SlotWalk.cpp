@@ -23,10 +23,7 @@
 #include <tuple>
 
 namespace smla::ext {
-namespace {
 
-/// Reads the integer environment variable `name` into `out` (-1 when
-/// unset); returns what is wrong with it, or "" when it is fine.
 std::string readEnvInt(const char *name, int64_t min, int64_t &out) {
   out = -1;
   const char *value = std::getenv(name);
@@ -42,21 +39,8 @@ std::string readEnvInt(const char *name, int64_t min, int64_t &out) {
   return "";
 }
 
-/// CTAs of `bwd` that one SM of `prop` holds, from its threads and shared
-/// memory (smla-compile fits the registers to the CTAs per SM it stages
-/// for; the device reports the shared memory per SM and the part it keeps
-/// per CTA).
-int64_t residentCtasPerSm(const runtime::KernelEntry &bwd,
-                          const cudaDeviceProp &prop) {
-  int64_t threads =
-      int64_t(bwd.launch.block[0]) * bwd.launch.block[1] * bwd.launch.block[2];
-  int64_t bySmem = int64_t(prop.sharedMemPerMultiprocessor) /
-                   (int64_t(bwd.launch.dynamicSmem) +
-                    int64_t(prop.reservedSharedMemPerBlock));
-  int64_t byThreads =
-      int64_t(prop.maxThreadsPerMultiProcessor) / std::max<int64_t>(threads, 1);
-  return std::max<int64_t>(1, std::min(bySmem, byThreads));
-}
+namespace {
+
 
 /// The number of distinct keys that `window` consecutive tokens (from the
 /// middle of the call) reduce into, as a one-element int64 device tensor
@@ -155,6 +139,18 @@ bool measuredSorted(const BwdArgs &args, const BwdSizes &n, int64_t window,
 }
 
 } // namespace
+
+int64_t residentCtasPerSm(const runtime::KernelEntry &bwd,
+                          const cudaDeviceProp &prop) {
+  int64_t threads =
+      int64_t(bwd.launch.block[0]) * bwd.launch.block[1] * bwd.launch.block[2];
+  int64_t bySmem = int64_t(prop.sharedMemPerMultiprocessor) /
+                   (int64_t(bwd.launch.dynamicSmem) +
+                    int64_t(prop.reservedSharedMemPerBlock));
+  int64_t byThreads =
+      int64_t(prop.maxThreadsPerMultiProcessor) / std::max<int64_t>(threads, 1);
+  return std::max<int64_t>(1, std::min(bySmem, byThreads));
+}
 
 bool isCapturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;

@@ -43,6 +43,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 
 namespace smla::ext {
 
@@ -68,6 +69,17 @@ struct WalkEnvironment {
   /// The L2 size the auto choice compares with (default: the device's).
   int64_t l2Bytes = -1;
 };
+
+/// CTAs of `bwd` that one SM of `prop` holds, from its threads and shared
+/// memory (smla-compile fits the registers to the CTAs per SM it stages
+/// for; the device reports the shared memory per SM and the part it keeps
+/// per CTA).
+int64_t residentCtasPerSm(const runtime::KernelEntry &bwd,
+                          const cudaDeviceProp &prop);
+
+/// Reads the integer environment variable `name` into `out` (-1 when
+/// unset); returns what is wrong with it, or "" when it is fine.
+std::string readEnvInt(const char *name, int64_t min, int64_t &out);
 
 /// Whether `stream` is capturing a CUDA graph (nothing may synchronize).
 bool isCapturing(cudaStream_t stream);

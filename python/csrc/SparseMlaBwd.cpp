@@ -180,8 +180,66 @@ const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
       makeRequest("bwd", n, lseBaseE, positions, args.dqDtype, args.dkvDtype));
 }
 
+/// Key sharing (TokenPairs.h): chunks of token pairs, each chunk's aligned
+/// rows built by the pair-union kernel ([2P, 1, 2K] and a count per pair,
+/// read back once: U = K + the largest count) and run on the pair kernel
+/// (P CTAs, 2H rows, U slots; the padding's invalid slots subtracted from
+/// the counter), or on the one-token kernel where its rows do not pay.
+void launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
+                 const runtime::KernelEntry &pairBwd,
+                 const runtime::KernelEntry &pairUnion,
+                 const runtime::KernelEntry &bwd,
+                 const PairsEnvironment &pairsEnv,
+                 const WalkEnvironment &walkEnv, CUstream stream) {
+  const PairsMode mode = pairsEnv.mode;
+  runtime::KernelLibrary &library = kernelLibrary();
+  const cudaDeviceProp *prop = at::cuda::getCurrentDeviceProperties();
+  const int64_t chunk = pairChunk(
+      pairsEnv, n,
+      int64_t(prop->multiProcessorCount) * residentCtasPerSm(pairBwd, *prop));
+  const int32_t period =
+      static_cast<int32_t>(std::max<int64_t>(walkEnv.period, 0));
+  for (int64_t p0 = 0; p0 < n.T / 2; p0 += chunk) {
+    const int64_t p1 = std::min(n.T / 2, p0 + chunk);
+    KernelTensors c = tokenRows(t, 2 * p0, 2 * p1);
+    BwdSizes pn = n;
+    pn.T = p1 - p0;
+    pn.H = 2 * n.H;
+    at::Tensor wide =
+        at::empty({2 * pn.T, 1, 2 * n.K}, args.indices.options());
+    at::Tensor counts = at::empty({pn.T}, args.indices.options());
+    runtime::ParamValues params = kernelParams(c, pn, args.smScale);
+    params.insert_or_assign("pair_rows", ptrOf(wide));
+    params.insert_or_assign("pair_counts", ptrOf(counts));
+    library.launch(pairUnion, stream,
+                   runtime::GridSizes{pn.T, n.S_kv, n.K, pn.H, n.G}, params);
+    at::Tensor stats = at::stack({counts.max(), counts.min()}).cpu();
+    const int64_t most = stats[0].item<int64_t>();
+    const int64_t least = stats[1].item<int64_t>();
+    const int64_t slots = std::max<int64_t>(n.K + most, 1);
+    const bool use = pairsPay(mode, n, least < 0 ? least : 0, slots);
+    if (p0 == 0 && mode == PairsMode::Auto)
+      recordPairs(args, n, use);
+    if (use) {
+      c.indices = wide.slice(2, 0, slots).contiguous();
+      pn.K = slots;
+      library.launch(pairBwd, stream,
+                     runtime::GridSizes{pn.T, n.S_kv, pn.K, pn.H, n.G},
+                     kernelParams(c, pn, args.smScale, period));
+      t.counters.select(0, 0).add_(2 * pn.T * (n.K - slots));
+    } else {
+      BwdSizes cn = n;
+      cn.T = 2 * pn.T;
+      library.launch(bwd, stream,
+                     runtime::GridSizes{cn.T, n.S_kv, n.K, n.H, n.G},
+                     kernelParams(c, cn, args.smScale, period));
+    }
+  }
+}
+
 Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
-                      const WalkEnvironment &walkEnv, PairsMode pairsMode) {
+                      const WalkEnvironment &walkEnv,
+                      const PairsEnvironment &pairsEnv) {
   runtime::KernelLibrary &library = kernelLibrary();
   const bool hasPositions =
       args.qPositions.has_value() && args.qPositions->defined();
@@ -229,8 +287,23 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
     }
   }
 
-  // Key sharing (TokenPairs.h): token pairs over aligned rows, one
-  // folded kernel launch; the padding's invalid slots are not counted.
+  // dkv in the requested type.
+  auto finish = [&](KernelTensors &t) -> Outputs {
+    if (!castDkv)
+      return {t.dq, t.dkvAccum, t.counters};
+    if (const runtime::KernelEntry *cast = selectOptional(
+            library, makeRequest("dkv_cast", n, lseBaseE, hasPositions,
+                                 bwd.config.dqType.value_or("bf16") == "f32"
+                                     ? at::kFloat
+                                     : at::kBFloat16,
+                                 args.dkvDtype)))
+      library.launch(*cast, stream, sizes, kernelParams(t, n, args.smScale));
+    else
+      t.dkv.copy_(t.dkvAccum);
+    return {t.dq, t.dkv, t.counters};
+  };
+
+  // Key sharing (TokenPairs.h): token pairs over aligned rows.
   const runtime::KernelEntry *pairBwd =
       deltaGiven || takesParam(bwd, "delta")
           ? nullptr
@@ -245,49 +318,13 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
     request.dkvType = pairBwd->config.dkvType.value_or(request.dkvType);
     pairUnion = selectOptional(library, request);
   }
-  // The pair-union kernel writes [T, 1, 2K] rows and a count per pair (the
-  // second row's own keys, or a TokenPairs.h status); one read-back gives
-  // the union's length U = K + max count, and the rows are cut to U.
-  const PairRowBuilder buildRows = [&](int64_t &slots, int64_t &status) {
-    const KernelTensors &u = t;
-    at::Tensor wide = at::empty({n.T, 1, 2 * n.K}, args.indices.options());
-    at::Tensor counts = at::empty({n.T / 2}, args.indices.options());
-    BwdSizes pn = n;
-    pn.T = n.T / 2;
-    runtime::ParamValues params = kernelParams(u, pn, args.smScale);
-    params.insert_or_assign("pair_rows",
-                            runtime::ParamValue::ptr(wide.data_ptr()));
-    params.insert_or_assign("pair_counts",
-                            runtime::ParamValue::ptr(counts.data_ptr()));
-    library.launch(*pairUnion, stream,
-                   runtime::GridSizes{pn.T, n.S_kv, n.K, n.H * 2, n.G}, params);
-    at::Tensor stats = at::stack({counts.max(), counts.min()}).cpu();
-    int64_t most = stats[0].item<int64_t>(), least = stats[1].item<int64_t>();
-    status = least < 0 ? least : 0;
-    slots = std::max<int64_t>(n.K + most, 1);
-    if (status != 0)
-      return at::Tensor();
-    return wide.slice(2, 0, slots).contiguous();
-  };
-  const TokenPairs pairs = chooseTokenPairs(
-      pairsMode, args, n, pairBwd != nullptr && pairUnion != nullptr,
-      buildRows);
-  const SlotWalk walk = pairs.use ? SlotWalk{}
-                                  : chooseSlotWalk(walkEnv, args, n, bwd);
-  if (pairs.use) {
-    KernelTensors folded = t;
-    folded.indices = pairs.indices;
-    BwdSizes fn = n;
-    fn.T = n.T / 2;
-    fn.H = n.H * 2;
-    fn.K = pairs.slots;
-    library.launch(*pairBwd, stream,
-                   runtime::GridSizes{fn.T, n.S_kv, fn.K, fn.H, n.G},
-                   kernelParams(folded, fn, args.smScale,
-                                static_cast<int32_t>(
-                                    std::max<int64_t>(walkEnv.period, 0))));
-    t.counters.select(0, 0).add_(n.T * (n.K - pairs.slots));
-  } else if (!walk.sorted) {
+  if (tryTokenPairs(pairsEnv.mode, args, n, pairBwd && pairUnion)) {
+    launchPairs(args, n, t, *pairBwd, *pairUnion, bwd, pairsEnv, walkEnv,
+                stream);
+    return finish(t);
+  }
+  const SlotWalk walk = chooseSlotWalk(walkEnv, args, n, bwd);
+  if (!walk.sorted) {
     library.launch(bwd, stream, sizes,
                    kernelParams(t, n, args.smScale, walk.period));
   } else {
@@ -304,18 +341,7 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
     }
   }
 
-  if (!castDkv)
-    return {t.dq, t.dkvAccum, t.counters};
-  if (const runtime::KernelEntry *cast = selectOptional(
-          library, makeRequest("dkv_cast", n, lseBaseE, hasPositions,
-                               bwd.config.dqType.value_or("bf16") == "f32"
-                                   ? at::kFloat
-                                   : at::kBFloat16,
-                               args.dkvDtype)))
-    library.launch(*cast, stream, sizes, kernelParams(t, n, args.smScale));
-  else
-    t.dkv.copy_(t.dkvAccum);
-  return {t.dq, t.dkv, t.counters};
+  return finish(t);
 }
 
 Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
@@ -329,12 +355,12 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
                      qPositions, delta, smScale, dqDtype, dkvDtype};
   const BwdSizes n = checkBwdArgs(args, /*requireCuda=*/true);
   const WalkEnvironment walkEnv = readWalkEnvironment();
-  const PairsMode pairsMode = readPairsMode();
+  const PairsEnvironment pairsEnv = readPairsEnvironment();
   const c10::cuda::CUDAGuard guard(q.device());
   if (n.T == 0 || n.K == 0 || n.S_kv == 0)
     return emptyProblem(args, n);
   try {
-    return launchKernels(args, n, lseBaseE, walkEnv, pairsMode);
+    return launchKernels(args, n, lseBaseE, walkEnv, pairsEnv);
   } catch (const runtime::Error &error) {
     TORCH_CHECK(false, error.what());
   }

@@ -30,23 +30,25 @@ struct PairsHistory {
   bool lastUsed = true;
 };
 
-/// Whether this call should build the union at all (auto mode).
-bool shouldProbe(const BwdArgs &args, const BwdSizes &n,
-                 PairsHistory *&history) {
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
-  static std::mutex mutex;
-  // Leaked on purpose: nothing to free from a static destructor.
-  static auto &histories = *new std::map<Key, PairsHistory>();
-  std::lock_guard<std::mutex> lock(mutex);
-  if (histories.size() > 64)
-    histories.clear();
-  history = &histories[Key{int(args.q.get_device()), n.T, n.S_kv, n.K, n.H}];
-  return history->lastUsed || history->calls % kProbeEvery == 0;
+using HistoryKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
+
+HistoryKey historyKey(const BwdArgs &args, const BwdSizes &n) {
+  return {int(args.q.get_device()), n.T, n.S_kv, n.K, n.H};
+}
+
+/// The auto choice's memory per shape, under its mutex. Leaked on
+/// purpose: nothing to free from a static destructor.
+std::map<HistoryKey, PairsHistory> &histories(std::mutex *&mutex) {
+  static std::mutex m;
+  static auto &map = *new std::map<HistoryKey, PairsHistory>();
+  mutex = &m;
+  return map;
 }
 
 } // namespace
 
-PairsMode readPairsMode() {
+PairsEnvironment readPairsEnvironment() {
+  PairsEnvironment env;
   const char *value = std::getenv("SMLA_PAIRS");
   std::string mode = value != nullptr ? value : "";
   TORCH_CHECK(mode.empty() || mode == "auto" || mode == "on" || mode == "off",
@@ -54,9 +56,12 @@ PairsMode readPairsMode() {
               ": environment variable SMLA_PAIRS must be auto, on or off, "
               "got '",
               mode, "'");
-  return mode == "on" ? PairsMode::On
-         : mode == "off" ? PairsMode::Off
-                         : PairsMode::Auto;
+  env.mode = mode == "on"    ? PairsMode::On
+             : mode == "off" ? PairsMode::Off
+                             : PairsMode::Auto;
+  std::string wrong = readEnvInt("SMLA_PAIRS_CHUNK", 1, env.chunk);
+  TORCH_CHECK(wrong.empty(), kOpName, ": ", wrong);
+  return env;
 }
 
 at::Tensor alignedPairRows(const at::Tensor &indices, int64_t S_kv,
@@ -111,18 +116,16 @@ at::Tensor alignedPairRows(const at::Tensor &indices, int64_t S_kv,
   return out.slice(2, 0, slots).reshape({T, 1, slots}).contiguous();
 }
 
-TokenPairs chooseTokenPairs(PairsMode mode, const BwdArgs &args,
-                            const BwdSizes &n, bool available,
-                            const PairRowBuilder &build) {
-  TokenPairs pairs;
+bool tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
+                   bool available) {
   if (mode == PairsMode::Off)
-    return pairs;
+    return false;
   // SMLA_PAIRS=on insists: a call that cannot run on pairs says why.
   auto refuse = [&](const char *why) {
     TORCH_CHECK(mode != PairsMode::On, kOpName,
                 ": SMLA_PAIRS=on, but the call cannot run on token pairs: ",
                 why);
-    return pairs;
+    return false;
   };
   if (!available)
     return refuse("the kernel library has no tokens=2 kernel for it");
@@ -130,27 +133,49 @@ TokenPairs chooseTokenPairs(PairsMode mode, const BwdArgs &args,
     return refuse("it needs G = 1 and an even number of tokens");
   if (isCapturing(at::cuda::getCurrentCUDAStream().stream()))
     return refuse("the stream is capturing a CUDA graph");
-  PairsHistory *history = nullptr;
-  if (mode == PairsMode::Auto && !shouldProbe(args, n, history)) {
-    ++history->calls;
-    return pairs;
-  }
-  int64_t status = 0;
-  at::Tensor rows = build(pairs.slots, status);
-  bool pays = double(pairs.slots) <= kMaxUnionRatio * double(n.K);
-  if (history) {
-    history->lastUsed = status == 0 && pays;
-    ++history->calls;
-  }
-  if (status == kRepeatedKey)
-    return refuse("argument 'indices' selects a key twice in one row");
-  if (status == kTopkTooLarge)
-    return refuse("its top-k is larger than the pair-union kernel holds");
-  if (mode == PairsMode::Auto && !pays)
-    return pairs;
-  pairs.use = true;
-  pairs.indices = rows;
-  return pairs;
+  if (mode == PairsMode::On)
+    return true;
+  std::mutex *mutex = nullptr;
+  auto &map = histories(mutex);
+  std::lock_guard<std::mutex> lock(*mutex);
+  if (map.size() > 64)
+    map.clear();
+  PairsHistory &history = map[historyKey(args, n)];
+  bool probe = history.lastUsed || history.calls % kProbeEvery == 0;
+  ++history.calls;
+  return probe;
+}
+
+bool pairsPay(PairsMode mode, const BwdSizes &n, int64_t status,
+              int64_t slots) {
+  TORCH_CHECK(mode != PairsMode::On || status != kRepeatedKey, kOpName,
+              ": SMLA_PAIRS=on, but the call cannot run on token pairs: "
+              "argument 'indices' selects a key twice in one row");
+  TORCH_CHECK(mode != PairsMode::On || status != kTopkTooLarge, kOpName,
+              ": SMLA_PAIRS=on, but the call cannot run on token pairs: "
+              "its top-k is larger than the pair-union kernel holds");
+  return status == 0 &&
+         (mode == PairsMode::On ||
+          double(slots) <= kMaxUnionRatio * double(n.K));
+}
+
+void recordPairs(const BwdArgs &args, const BwdSizes &n, bool used) {
+  std::mutex *mutex = nullptr;
+  auto &map = histories(mutex);
+  std::lock_guard<std::mutex> lock(*mutex);
+  map[historyKey(args, n)].lastUsed = used;
+}
+
+int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n,
+                  int64_t resident) {
+  if (env.chunk > 0)
+    return std::min(env.chunk, n.T / 2);
+  // Per pair: two rows of 2K slots, and their copy cut to U <= 2K.
+  int64_t perPair = 2 * (2 * n.K + 2 * n.K) * int64_t(sizeof(int32_t));
+  int64_t pairs = std::max<int64_t>(1, kSortWorkspaceBytes / perPair);
+  if (pairs >= resident && pairs < n.T / 2)
+    pairs -= pairs % resident;
+  return std::min(pairs, n.T / 2);
 }
 
 } // namespace smla::ext

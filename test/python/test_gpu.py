@@ -246,6 +246,8 @@ def test_token_pairs_match_reference(name, monkeypatch):
     path matches the reference, counters included: the aligned rows'
     padding is not counted."""
     monkeypatch.setenv("SMLA_PAIRS", "on")
+    if name != "pairs":  # launches of 5 pairs: T=24 in 3, T=8 in 2
+        monkeypatch.setenv("SMLA_PAIRS_CHUNK", "5")
     compare(pair_problem(**PAIR_CASES[name]))
 
 
@@ -280,6 +282,17 @@ def test_token_pairs_auto_choice(monkeypatch):
     with pytest.raises(RuntimeError, match="top-k is larger than the pair-union kernel"):
         run(wide, "on")
     assert torch.equal(run(wide, "auto")[0], run(wide, "off")[0])
+    # Launches of 4 pairs: the chunk holding the repeated key runs per
+    # token, the others on pairs; the sums are the reference's.
+    monkeypatch.setenv("SMLA_PAIRS_CHUNK", "4")
+    mixed = pair_problem(T=30, overlap=0.8, seed=7)
+    mixed["indices"][25, 0, 3] = mixed["indices"][25, 0, 2] = 11
+    monkeypatch.setenv("SMLA_PAIRS", "auto")
+    compare(mixed)
+    monkeypatch.setenv("SMLA_PAIRS_CHUNK", "0")
+    with pytest.raises(RuntimeError, match="SMLA_PAIRS_CHUNK must be an integer"):
+        smla.sparse_mla_bwd(**near, mode="compiled")
+    monkeypatch.delenv("SMLA_PAIRS_CHUNK")
     monkeypatch.setenv("SMLA_PAIRS", "sometimes")
     with pytest.raises(RuntimeError, match="SMLA_PAIRS must be auto, on or off"):
         smla.sparse_mla_bwd(**near, mode="compiled")
