@@ -32,12 +32,10 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
 
 #include <algorithm>
-#include <memory>
 #include <tuple>
 
 namespace smla::ext {
@@ -182,14 +180,11 @@ const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
       makeRequest("bwd", n, lseBaseE, positions, args.dqDtype, args.dkvDtype));
 }
 
-/// Key sharing (TokenPairs.h): chunks of token pairs. A chunk's aligned
-/// rows are built by the pair-union kernel ([2P, 1, 2K] and a count per
-/// pair, whose largest and smallest go to pinned memory behind an event:
-/// U = K + the largest) and the chunk runs on the pair kernel (P CTAs, 2H
-/// rows, U slots; the padding's invalid slots subtracted from the
-/// counter), or on the one-token kernel where its rows do not pay. The
-/// next chunk's rows are built before this chunk's kernel is launched, so
-/// waiting for a chunk's counts never drains the stream.
+/// Key sharing (TokenPairs.h): chunks of token pairs, each chunk's aligned
+/// rows built by the pair-union kernel ([2P, 1, 2K] and a count per pair,
+/// read back once: U = K + the largest count) and run on the pair kernel
+/// (P CTAs, 2H rows, U slots; the padding's invalid slots subtracted from
+/// the counter), or on the one-token kernel where its rows do not pay.
 void launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
                  const runtime::KernelEntry &pairBwd,
                  const runtime::KernelEntry &pairUnion,
@@ -199,67 +194,45 @@ void launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
   const PairsMode mode = pairsEnv.mode;
   runtime::KernelLibrary &library = kernelLibrary();
   const cudaDeviceProp *prop = at::cuda::getCurrentDeviceProperties();
-  const int64_t pairs = n.T / 2;
   const int64_t chunk = pairChunk(
       pairsEnv, n,
       int64_t(prop->multiProcessorCount) * residentCtasPerSm(pairBwd, *prop));
   const int32_t period =
       static_cast<int32_t>(std::max<int64_t>(walkEnv.period, 0));
-  struct Chunk {
-    int64_t p0 = 0, p1 = 0;
-    at::Tensor wide, host;
-    at::cuda::CUDAEvent done;
-  };
-  auto build = [&](int64_t p0) {
-    auto c = std::make_unique<Chunk>();
-    c->p0 = p0;
-    c->p1 = std::min(pairs, p0 + chunk);
+  for (int64_t p0 = 0; p0 < n.T / 2; p0 += chunk) {
+    const int64_t p1 = std::min(n.T / 2, p0 + chunk);
+    KernelTensors c = tokenRows(t, 2 * p0, 2 * p1);
     BwdSizes pn = n;
-    pn.T = c->p1 - c->p0;
+    pn.T = p1 - p0;
     pn.H = 2 * n.H;
-    c->wide = at::empty({2 * pn.T, 1, 2 * n.K}, args.indices.options());
+    at::Tensor wide =
+        at::empty({2 * pn.T, 1, 2 * n.K}, args.indices.options());
     at::Tensor counts = at::empty({pn.T}, args.indices.options());
-    runtime::ParamValues params =
-        kernelParams(tokenRows(t, 2 * c->p0, 2 * c->p1), pn, args.smScale);
-    params.insert_or_assign("pair_rows", ptrOf(c->wide));
+    runtime::ParamValues params = kernelParams(c, pn, args.smScale);
+    params.insert_or_assign("pair_rows", ptrOf(wide));
     params.insert_or_assign("pair_counts", ptrOf(counts));
     library.launch(pairUnion, stream,
                    runtime::GridSizes{pn.T, n.S_kv, n.K, pn.H, n.G}, params);
-    c->host = at::empty({2}, at::TensorOptions().dtype(at::kLong).pinned_memory(
-                                 true));
-    c->host.copy_(at::stack({counts.max(), counts.min()}),
-                  /*non_blocking=*/true);
-    c->done.record(at::cuda::getCurrentCUDAStream());
-    return c;
-  };
-  std::unique_ptr<Chunk> next = build(0);
-  while (next) {
-    std::unique_ptr<Chunk> c = std::move(next);
-    if (c->p1 < pairs)
-      next = build(c->p1);
-    c->done.synchronize();
-    const int64_t most = c->host.data_ptr<int64_t>()[0];
-    const int64_t least = c->host.data_ptr<int64_t>()[1];
+    at::Tensor stats = at::stack({counts.max(), counts.min()}).cpu();
+    const int64_t most = stats[0].item<int64_t>();
+    const int64_t least = stats[1].item<int64_t>();
     const int64_t slots = std::max<int64_t>(n.K + most, 1);
     const bool use = pairsPay(mode, n, least < 0 ? least : 0, slots);
-    if (c->p0 == 0 && mode == PairsMode::Auto)
+    if (p0 == 0 && mode == PairsMode::Auto)
       recordPairs(args, n, use);
-    KernelTensors rows = tokenRows(t, 2 * c->p0, 2 * c->p1);
-    BwdSizes cn = n;
-    cn.T = 2 * (c->p1 - c->p0);
     if (use) {
-      rows.indices = c->wide.slice(2, 0, slots).contiguous();
-      cn.T /= 2;
-      cn.H = 2 * n.H;
-      cn.K = slots;
+      c.indices = wide.slice(2, 0, slots).contiguous();
+      pn.K = slots;
       library.launch(pairBwd, stream,
-                     runtime::GridSizes{cn.T, n.S_kv, cn.K, cn.H, n.G},
-                     kernelParams(rows, cn, args.smScale, period));
-      t.counters.select(0, 0).add_(2 * cn.T * (n.K - slots));
+                     runtime::GridSizes{pn.T, n.S_kv, pn.K, pn.H, n.G},
+                     kernelParams(c, pn, args.smScale, period));
+      t.counters.select(0, 0).add_(2 * pn.T * (n.K - slots));
     } else {
+      BwdSizes cn = n;
+      cn.T = 2 * pn.T;
       library.launch(bwd, stream,
                      runtime::GridSizes{cn.T, n.S_kv, n.K, n.H, n.G},
-                     kernelParams(rows, cn, args.smScale, period));
+                     kernelParams(c, cn, args.smScale, period));
     }
   }
 }

@@ -170,10 +170,8 @@ int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n,
                   int64_t resident) {
   if (env.chunk > 0)
     return std::min(env.chunk, n.T / 2);
-  // Per pair: two rows of 2K slots, and their copy cut to U <= 2K; the
-  // next chunk's rows are built while a chunk runs, so two chunks' rows
-  // are alive at once.
-  int64_t perPair = 2 * 2 * (2 * n.K + 2 * n.K) * int64_t(sizeof(int32_t));
+  // Per pair: two rows of 2K slots, and their copy cut to U <= 2K.
+  int64_t perPair = 2 * (2 * n.K + 2 * n.K) * int64_t(sizeof(int32_t));
   int64_t pairs = std::max<int64_t>(1, kSortWorkspaceBytes / perPair);
   if (pairs >= resident && pairs < n.T / 2)
     pairs -= pairs % resident;
