@@ -199,8 +199,19 @@ void lower(IndexPairOp op) {
   Value indices = arith::SelectOp::create(e.b, e.loc, first, op.getFirst(),
                                           op.getSecond());
   Value mask = arith::OrIOp::create(e.b, e.loc, first, op.getSecondMask());
+  auto maskType = cast<VectorType>(first.getType());
+  Value ones = arith::ConstantOp::create(
+      e.b, e.loc, DenseElementsAttr::get(maskType, e.b.getBoolAttr(true)));
+  Value same = arith::CmpIOp::create(e.b, e.loc, arith::CmpIPredicate::eq,
+                                     op.getFirst(), op.getSecond());
+  Value keeps = arith::AndIOp::create(
+      e.b, e.loc, op.getSecondMask(),
+      arith::OrIOp::create(e.b, e.loc,
+                           arith::XOrIOp::create(e.b, e.loc, first, ones),
+                           same));
   op.getIndices().replaceAllUsesWith(indices);
   op.getMask().replaceAllUsesWith(mask);
+  op.getSecondKeeps().replaceAllUsesWith(keeps);
 }
 
 void lower(RowLiveOp op) {

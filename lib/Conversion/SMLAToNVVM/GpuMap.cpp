@@ -227,9 +227,13 @@ void addPairUnionKernel(KernelBuilder &kb, StringRef prefix, Value indices,
 }
 
 /// Views of the kernel parameters in the original types, and the sizes.
+/// `indexRowsPerToken`: index and position rows per (folded) token, 2 for
+/// a tokens = 2 step (its T counts pairs; indices and positions are per
+/// token).
 Sizes bindParams(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                  ArrayRef<std::pair<StringRef, Value>> tensors,
-                 ArrayRef<StringRef> scalars, IRMapping &mapping) {
+                 ArrayRef<StringRef> scalars, IRMapping &mapping,
+                 int64_t indexRowsPerToken = 1) {
   Block &entry = kernel.getBody().front();
   Sizes s;
   for (auto [i, name] : llvm::enumerate(scalars)) {
@@ -239,12 +243,18 @@ Sizes bindParams(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                                          entry.getArgument(tensors.size() + i));
     (name == "T" ? s.tokens : name == "S_kv" ? s.keys : s.topk) = v;
   }
+  Value indexRows = s.tokens;
+  if (indexRowsPerToken > 1 && s.tokens)
+    indexRows = arith::MulIOp::create(
+        b, loc, s.tokens,
+        arith::ConstantIndexOp::create(b, loc, indexRowsPerToken));
   for (auto [i, entryPair] : llvm::enumerate(tensors)) {
     auto [name, v] = entryPair;
     bool keyed = name == "kv" || name == "dkv_accum" || name == "dkv";
+    bool perToken = name == "indices" || name == "q_positions";
     Value view =
         reshape(b, loc, entry.getArgument(i), cast<MemRefType>(v.getType()),
-                keyed ? s.keys : s.tokens, s.topk);
+                keyed ? s.keys : perToken ? indexRows : s.tokens, s.topk);
     mapping.map(v, view);
   }
   return s;
@@ -347,7 +357,10 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                     Builder(kernel.getContext()).getI64IntegerAttr(ctasPerSm));
     OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
     IRMapping mapping;
-    Sizes sizes = bindParams(b, loc, kernel, tensors, scalars, mapping);
+    bool pairs = false;
+    func.walk([&](IndexPairOp) { pairs = true; });
+    Sizes sizes = bindParams(b, loc, kernel, tensors, scalars, mapping,
+                             pairs ? 2 : 1);
     Value t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value g = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
     DenseMap<Value, Value> inPlace = inPlaceTiles(func);

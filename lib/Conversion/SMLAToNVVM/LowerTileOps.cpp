@@ -247,6 +247,17 @@ private:
                                   secondOk(b, loc, j))
           .getResult();
     };
+    // The second token keeps lane j only if the lane holds its own key.
+    lanes[op.getSecondKeeps()] = [=](OpBuilder &b, Location loc, Value j) {
+      Value same = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                                         first(b, loc, j), second(b, loc, j));
+      Value other = arith::XOrIOp::create(
+          b, loc, firstOk(b, loc, j),
+          arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+      return arith::AndIOp::create(b, loc, secondOk(b, loc, j),
+                                   arith::OrIOp::create(b, loc, other, same))
+          .getResult();
+    };
     return success();
   }
 

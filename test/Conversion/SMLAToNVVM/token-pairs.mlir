@@ -11,7 +11,7 @@
 // CHECK: %[[TB:[0-9]+]] = arith.addi %[[TA]], %c1{{.*}} : index
 // CHECK: smla.index_load %{{.*}}[%[[TA]], %block_id_y, %{{.*}}]
 // CHECK: smla.index_load %{{.*}}[%[[TB]], %block_id_y, %{{.*}}]
-// CHECK: %[[U:indices[_0-9]*]], %[[M:mask[_0-9]*]] = smla.index_pair
+// CHECK: %[[U:indices[_0-9]*]], %[[M:mask[_0-9]*]], %{{.*}} = smla.index_pair
 // A pair step re-runs two index loads per issue (ptxas spilled): it keeps
 // its whole gather.
 // CHECK-NOT: issue_only

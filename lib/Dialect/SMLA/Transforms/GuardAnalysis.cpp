@@ -131,6 +131,8 @@ std::string mlir::smla::explainIndexOrigin(Value indices, Value token,
     auto second = pair.getSecond().getDefiningOp<IndexLoadOp>();
     if (!first || !second)
       return "indices are not produced by smla.index_load";
+    if (first.getOffset() != second.getOffset())
+      return "the index pair's blocks are at different offsets";
     auto next = second.getToken().getDefiningOp<arith::AddIOp>();
     if (!next || next.getLhs() != first.getToken() ||
         !matchPattern(next.getRhs(), m_One()))

@@ -79,7 +79,7 @@ struct SMLAInsertSoftmaxGuardsPass
         // A step of two tokens masks each token's rows with its own mask.
         if (auto pair = gather.getMask().getDefiningOp<IndexPairOp>()) {
           op.getMaskMutable().assign(pair.getFirstMask());
-          op.getPairMaskMutable().assign(pair.getSecondMask());
+          op.getPairMaskMutable().assign(pair.getSecondKeeps());
         } else {
           op.getMaskMutable().assign(gather.getMask());
         }

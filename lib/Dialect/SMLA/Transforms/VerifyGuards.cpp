@@ -44,12 +44,17 @@ LogicalResult verifySoftmax(SoftmaxOp op) {
                   ? gather.getMask().getDefiningOp<IndexPairOp>()
                   : IndexPairOp();
   bool matches = pair ? op.getMask() == pair.getFirstMask() &&
-                            op.getPairMask() == pair.getSecondMask()
+                            op.getPairMask() == pair.getSecondKeeps()
                       : gather && gather.getMask() == op.getMask() &&
                             !op.getPairMask();
   if (!matches)
     return op.emitOpError() << "is an unguarded exponential: its mask is not "
                                "the mask of the keys its scores come from";
+  // The keys must be its own token's (both tokens' for a pair).
+  why = explainIndexOrigin(gather.getIndices(), op.getToken(),
+                           gather.getGroup());
+  if (!why.empty())
+    return op.emitOpError() << "is an unguarded exponential: " << why;
   return success();
 }
 

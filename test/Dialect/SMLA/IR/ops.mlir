@@ -114,11 +114,11 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
 }
 
 // CHECK-LABEL: func.func @token_pair_ops
-// CHECK: %{{.*}}, %{{.*}} = smla.index_pair %{{.*}} mask(%{{.*}}), %{{.*}} mask(%{{.*}}) : vector<16xi32>, vector<16xi1>
+// CHECK: %{{.*}}, %{{.*}}, %{{.*}} = smla.index_pair %{{.*}} mask(%{{.*}}), %{{.*}} mask(%{{.*}}) : vector<16xi32>, vector<16xi1>
 // CHECK: smla.softmax %{{.*}} mask(%{{.*}} : vector<16xi1>) pair_mask(%{{.*}} : vector<16xi1>) into
 // CHECK: smla.pair_union %{{.*}}[%{{.*}}] below %{{.*}} into %{{.*}}, %{{.*}} scratch(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
 func.func @token_pair_ops(%a: vector<16xi32>, %ma: vector<16xi1>, %b: vector<16xi32>, %mb: vector<16xi1>, %s: memref<4x16xf32>, %lse: memref<?x4xf32>, %p: memref<4x16xf32>, %t: index, %idx: memref<?x1x?xi32>, %rows: memref<?x1x?xi32>, %c: memref<?xi32>, %k: memref<128xi32>, %r: memref<64xi32>, %w: memref<32xi32>) {
-  %u, %m = smla.index_pair %a mask(%ma), %b mask(%mb) : vector<16xi32>, vector<16xi1>
+  %u, %m, %keep = smla.index_pair %a mask(%ma), %b mask(%mb) : vector<16xi32>, vector<16xi1>
   smla.softmax %s, %lse[%t, %t] mask(%ma : vector<16xi1>) pair_mask(%mb : vector<16xi1>) into %p {base = #smla<lse_base base2>, scale = 1.0 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
   smla.pair_union %idx[%t] below %t into %rows, %c scratch(%k, %k, %r, %w) : memref<?x1x?xi32>, memref<?x1x?xi32>, memref<?xi32>, memref<128xi32>, memref<128xi32>, memref<64xi32>, memref<32xi32>
   return

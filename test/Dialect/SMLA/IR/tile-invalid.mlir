@@ -236,7 +236,7 @@ func.func @cast_shape(%acc: memref<?x1x48xf32>, %dkv: memref<?x2x48xbf16>) {
 
 func.func @pair_mask_length(%a: vector<16xi32>, %ma: vector<8xi1>, %b: vector<16xi32>, %mb: vector<8xi1>) {
   // expected-error @+1 {{length of 'mask' (8) must equal the number of indices (16)}}
-  %u, %m = smla.index_pair %a mask(%ma), %b mask(%mb) : vector<16xi32>, vector<8xi1>
+  %u, %m, %keep = smla.index_pair %a mask(%ma), %b mask(%mb) : vector<16xi32>, vector<8xi1>
   return
 }
 

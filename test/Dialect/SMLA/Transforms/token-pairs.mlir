@@ -16,14 +16,15 @@
 // CHECK:   %[[MA:.*]] = smla.index_mask %[[IA]] below %[[SKV:[^ ]*]] lanes %{{.*}} limit %[[LA]] counters
 // CHECK:   %[[IB:.*]] = smla.index_load %[[IDX]][%[[TB]], %{{.*}}, %[[K0]]] limit %[[LB]] counters
 // CHECK:   %[[MB:.*]] = smla.index_mask %[[IB]] below %{{.*}} lanes %{{.*}} limit %[[LB]] counters
-// CHECK:   %[[U:.*]], %[[M:.*]] = smla.index_pair %[[IA]] mask(%[[MA]]), %[[IB]] mask(%[[MB]])
+// CHECK:   %[[U:[^,]*]], %[[M:[^,]*]], %[[KB:[^ ]*]] = smla.index_pair %[[IA]] mask(%[[MA]]), %[[IB]] mask(%[[MB]])
 // CHECK:   smla.gather %[[KV]][%{{.*}}] rows(%[[U]]) mask(%[[M]] : vector<16xi1>)
-// Rows 0-1 (token 2t) use its mask, rows 2-3 (token 2t + 1) the other.
-// CHECK:   smla.softmax %{{.*}}, %[[LSE]][%[[TI]], %{{.*}}] mask(%[[MA]] : vector<16xi1>) pair_mask(%[[MB]] : vector<16xi1>) live
+// Rows 0-1 (token 2t) use its mask, rows 2-3 (token 2t + 1) the lanes that
+// hold its own valid keys.
+// CHECK:   smla.softmax %{{.*}}, %[[LSE]][%[[TI]], %{{.*}}] mask(%[[MA]] : vector<16xi1>) pair_mask(%[[KB]] : vector<16xi1>) live
 // The scatter gets its own pair, masked against dKV, without counters.
 // CHECK:   %[[SA:.*]] = smla.index_mask %[[IA]] below %[[DA:[^ ]*]] lanes %{{.*}} limit %[[LA]] :
 // CHECK:   %[[SB:.*]] = smla.index_mask %[[IB]] below %{{.*}} lanes %{{.*}} limit %[[LB]] :
-// CHECK:   %[[SU:.*]], %[[SM:.*]] = smla.index_pair %[[IA]] mask(%[[SA]]), %[[IB]] mask(%[[SB]])
+// CHECK:   %[[SU:[^,]*]], %[[SM:[^,]*]], %{{[^ ]*}} = smla.index_pair %[[IA]] mask(%[[SA]]), %[[IB]] mask(%[[SB]])
 // CHECK:   smla.scatter_dkv %{{.*}}, %{{.*}}, %[[Q]], %[[DO]][%[[TI]], %{{.*}}] rows(%[[SU]]) mask(%[[SM]] : vector<16xi1>) into %[[ACC]]
 func.func @pair(%q: memref<?x4x48xbf16>, %kv: memref<?x1x48xbf16>,
                 %o: memref<?x4x32xbf16>, %do: memref<?x4x32xbf16>,

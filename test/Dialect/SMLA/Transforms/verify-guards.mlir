@@ -421,10 +421,10 @@ func.func @pair_swapped_softmax_masks(%kv: memref<?x1x48xbf16>, %idxs: memref<?x
   %n = arith.minsi %left, %c16 : index
   %ma = smla.index_mask %ia below %S lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %mb = smla.index_mask %ib below %S lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %u, %m = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
+  %u, %m, %keep = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
   %da = smla.index_mask %ia below %D lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %db = smla.index_mask %ib below %D lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %su, %sm = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
+  %su, %sm, %skeep = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
   smla.gather %kv[%g] rows(%u) mask(%m : vector<16xi1>) into %keys : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
   smla.tile_dot %q[%t, %g], %keys into %s : memref<?x4x48xbf16>, memref<16x48xbf16>, memref<4x16xf32>
 // expected-error @+1 {{is an unguarded exponential: its mask is not the mask of the keys its scores come from}}
@@ -457,14 +457,15 @@ func.func @pair_not_consecutive(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi3
   %n = arith.minsi %left, %c16 : index
   %ma = smla.index_mask %ia below %S lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %mb = smla.index_mask %ib below %S lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %u, %m = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
+  %u, %m, %keep = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
   %da = smla.index_mask %ia below %D lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %db = smla.index_mask %ib below %D lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %su, %sm = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
+  %su, %sm, %skeep = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
 // expected-error @+1 {{is an unguarded gather: the index pair's rows are not consecutive tokens}}
   smla.gather %kv[%g] rows(%u) mask(%m : vector<16xi1>) into %keys : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
   smla.tile_dot %q[%t, %g], %keys into %s : memref<?x4x48xbf16>, memref<16x48xbf16>, memref<4x16xf32>
-  smla.softmax %s, %lse[%t, %g] mask(%ma : vector<16xi1>) pair_mask(%mb : vector<16xi1>) live(%live : vector<4xi1>) into %p {base = #smla<lse_base base2>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
+// expected-error @+1 {{is an unguarded exponential: the index pair's rows are not consecutive tokens}}
+  smla.softmax %s, %lse[%t, %g] mask(%ma : vector<16xi1>) pair_mask(%keep : vector<16xi1>) live(%live : vector<4xi1>) into %p {base = #smla<lse_base base2>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
 // expected-error @+1 {{is an unguarded scatter: the index pair's rows are not consecutive tokens}}
   smla.scatter_dkv %p, %p, %q, %do[%t, %g] rows(%su) mask(%sm : vector<16xi1>) into %acc[%g] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
@@ -494,13 +495,13 @@ func.func @pair_other_token(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, 
   %n = arith.minsi %left, %c16 : index
   %ma = smla.index_mask %ia below %S lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %mb = smla.index_mask %ib below %S lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %u, %m = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
+  %u, %m, %keep = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
   %da = smla.index_mask %ia below %D lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %db = smla.index_mask %ib below %D lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %su, %sm = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
+  %su, %sm, %skeep = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
   smla.gather %kv[%g] rows(%u) mask(%m : vector<16xi1>) into %keys : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
   smla.tile_dot %q[%t, %g], %keys into %s : memref<?x4x48xbf16>, memref<16x48xbf16>, memref<4x16xf32>
-  smla.softmax %s, %lse[%t, %g] mask(%ma : vector<16xi1>) pair_mask(%mb : vector<16xi1>) live(%live : vector<4xi1>) into %p {base = #smla<lse_base base2>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
+  smla.softmax %s, %lse[%t, %g] mask(%ma : vector<16xi1>) pair_mask(%keep : vector<16xi1>) live(%live : vector<4xi1>) into %p {base = #smla<lse_base base2>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
 // expected-error @+1 {{is an unguarded scatter: the index pair's rows are not tokens 2t and 2t + 1 of its folded token t}}
   smla.scatter_dkv %p, %p, %q, %do[%k0, %g] rows(%su) mask(%sm : vector<16xi1>) into %acc[%g] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
@@ -530,13 +531,13 @@ func.func @pair_masks_of_kv(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, 
   %n = arith.minsi %left, %c16 : index
   %ma = smla.index_mask %ia below %S lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %mb = smla.index_mask %ib below %S lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %u, %m = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
+  %u, %m, %keep = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
   %da = smla.index_mask %ia below %D lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %db = smla.index_mask %ib below %D lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %su, %sm = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
+  %su, %sm, %skeep = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
   smla.gather %kv[%g] rows(%u) mask(%m : vector<16xi1>) into %keys : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
   smla.tile_dot %q[%t, %g], %keys into %s : memref<?x4x48xbf16>, memref<16x48xbf16>, memref<4x16xf32>
-  smla.softmax %s, %lse[%t, %g] mask(%ma : vector<16xi1>) pair_mask(%mb : vector<16xi1>) live(%live : vector<4xi1>) into %p {base = #smla<lse_base base2>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
+  smla.softmax %s, %lse[%t, %g] mask(%ma : vector<16xi1>) pair_mask(%keep : vector<16xi1>) live(%live : vector<4xi1>) into %p {base = #smla<lse_base base2>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
 // expected-error @+1 {{is an unguarded scatter: in its index pair: mask bound is not dim 0 of the tensor this op accesses}}
   smla.scatter_dkv %p, %p, %q, %do[%t, %g] rows(%su) mask(%sm : vector<16xi1>) into %acc[%g] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
@@ -566,13 +567,90 @@ func.func @pair_ok(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, %q: memre
   %n = arith.minsi %left, %c16 : index
   %ma = smla.index_mask %ia below %S lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %mb = smla.index_mask %ib below %S lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %u, %m = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
+  %u, %m, %keep = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
   %da = smla.index_mask %ia below %D lanes %n limit %la : vector<16xi32> -> vector<16xi1>
   %db = smla.index_mask %ib below %D lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
-  %su, %sm = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
+  %su, %sm, %skeep = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
   smla.gather %kv[%g] rows(%u) mask(%m : vector<16xi1>) into %keys : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
   smla.tile_dot %q[%t, %g], %keys into %s : memref<?x4x48xbf16>, memref<16x48xbf16>, memref<4x16xf32>
+  smla.softmax %s, %lse[%t, %g] mask(%ma : vector<16xi1>) pair_mask(%keep : vector<16xi1>) live(%live : vector<4xi1>) into %p {base = #smla<lse_base base2>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
+  smla.scatter_dkv %p, %p, %q, %do[%t, %g] rows(%su) mask(%sm : vector<16xi1>) into %acc[%g] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
+  return
+}
+
+// -----
+
+func.func @pair_raw_second_mask(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %lse: memref<?x4xf32>, %acc: memref<?x1x48xf32>, %t: index, %g: index, %k0: index, %pos: memref<?xi32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %keys = memref.alloca() : memref<16x48xbf16>
+  %s = memref.alloca() : memref<4x16xf32>
+  %p = memref.alloca() : memref<4x16xf32>
+  %live = smla.row_live %lse[%t, %g] : memref<?x4xf32> -> vector<4xi1>
+  %ta = arith.muli %t, %c2 : index
+  %tb = arith.addi %ta, %c1 : index
+  %la = memref.load %pos[%ta] : memref<?xi32>
+  %lb = memref.load %pos[%tb] : memref<?xi32>
+  %ia = smla.index_load %idxs[%ta, %g, %k0] limit %la : memref<?x1x?xi32> -> vector<16xi32>
+  %ib = smla.index_load %idxs[%tb, %g, %k0] limit %lb : memref<?x1x?xi32> -> vector<16xi32>
+  %S = memref.dim %kv, %c0 : memref<?x1x48xbf16>
+  %D = memref.dim %acc, %c0 : memref<?x1x48xf32>
+  %K = memref.dim %idxs, %c2 : memref<?x1x?xi32>
+  %left = arith.subi %K, %k0 : index
+  %n = arith.minsi %left, %c16 : index
+  %ma = smla.index_mask %ia below %S lanes %n limit %la : vector<16xi32> -> vector<16xi1>
+  %mb = smla.index_mask %ib below %S lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
+  %u, %m, %keep = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
+  %da = smla.index_mask %ia below %D lanes %n limit %la : vector<16xi32> -> vector<16xi1>
+  %db = smla.index_mask %ib below %D lanes %n limit %lb : vector<16xi32> -> vector<16xi1>
+  %su, %sm, %skeep = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
+  smla.gather %kv[%g] rows(%u) mask(%m : vector<16xi1>) into %keys : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
+  smla.tile_dot %q[%t, %g], %keys into %s : memref<?x4x48xbf16>, memref<16x48xbf16>, memref<4x16xf32>
+// expected-error @+1 {{is an unguarded exponential: its mask is not the mask of the keys its scores come from}}
   smla.softmax %s, %lse[%t, %g] mask(%ma : vector<16xi1>) pair_mask(%mb : vector<16xi1>) live(%live : vector<4xi1>) into %p {base = #smla<lse_base base2>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
+  smla.scatter_dkv %p, %p, %q, %do[%t, %g] rows(%su) mask(%sm : vector<16xi1>) into %acc[%g] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
+  return
+}
+
+// -----
+
+func.func @pair_offsets(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %lse: memref<?x4xf32>, %acc: memref<?x1x48xf32>, %t: index, %g: index, %k0: index, %pos: memref<?xi32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %keys = memref.alloca() : memref<16x48xbf16>
+  %s = memref.alloca() : memref<4x16xf32>
+  %p = memref.alloca() : memref<4x16xf32>
+  %live = smla.row_live %lse[%t, %g] : memref<?x4xf32> -> vector<4xi1>
+  %ta = arith.muli %t, %c2 : index
+  %tb = arith.addi %ta, %c1 : index
+  %la = memref.load %pos[%ta] : memref<?xi32>
+  %lb = memref.load %pos[%tb] : memref<?xi32>
+  %ia = smla.index_load %idxs[%ta, %g, %k0] limit %la : memref<?x1x?xi32> -> vector<16xi32>
+  %k1 = arith.addi %k0, %c16 : index
+  %ib = smla.index_load %idxs[%tb, %g, %k1] limit %lb : memref<?x1x?xi32> -> vector<16xi32>
+  %S = memref.dim %kv, %c0 : memref<?x1x48xbf16>
+  %D = memref.dim %acc, %c0 : memref<?x1x48xf32>
+  %K = memref.dim %idxs, %c2 : memref<?x1x?xi32>
+  %left = arith.subi %K, %k0 : index
+  %n = arith.minsi %left, %c16 : index
+  %ma = smla.index_mask %ia below %S lanes %n limit %la : vector<16xi32> -> vector<16xi1>
+  %left1 = arith.subi %K, %k1 : index
+  %n1 = arith.minsi %left1, %c16 : index
+  %mb = smla.index_mask %ib below %S lanes %n1 limit %lb : vector<16xi32> -> vector<16xi1>
+  %u, %m, %keep = smla.index_pair %ia mask(%ma), %ib mask(%mb) : vector<16xi32>, vector<16xi1>
+  %da = smla.index_mask %ia below %D lanes %n limit %la : vector<16xi32> -> vector<16xi1>
+  %db = smla.index_mask %ib below %D lanes %n1 limit %lb : vector<16xi32> -> vector<16xi1>
+  %su, %sm, %skeep = smla.index_pair %ia mask(%da), %ib mask(%db) : vector<16xi32>, vector<16xi1>
+// expected-error @+1 {{is an unguarded gather: the index pair's blocks are at different offsets}}
+  smla.gather %kv[%g] rows(%u) mask(%m : vector<16xi1>) into %keys : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
+  smla.tile_dot %q[%t, %g], %keys into %s : memref<?x4x48xbf16>, memref<16x48xbf16>, memref<4x16xf32>
+// expected-error @+1 {{is an unguarded exponential: the index pair's blocks are at different offsets}}
+  smla.softmax %s, %lse[%t, %g] mask(%ma : vector<16xi1>) pair_mask(%keep : vector<16xi1>) live(%live : vector<4xi1>) into %p {base = #smla<lse_base base2>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32} : memref<4x16xf32>, memref<?x4xf32>, memref<4x16xf32>
+// expected-error @+1 {{is an unguarded scatter: the index pair's blocks are at different offsets}}
   smla.scatter_dkv %p, %p, %q, %do[%t, %g] rows(%su) mask(%sm : vector<16xi1>) into %acc[%g] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
 }

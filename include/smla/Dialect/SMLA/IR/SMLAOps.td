@@ -175,34 +175,38 @@ def SMLA_IndexMaskOp : SMLA_Op<"index_mask", [AttrSizedOperandSegments]> {
 
 def SMLA_IndexPairOp : SMLA_Op<"index_pair", [Pure,
     AllTypesMatch<["first", "second", "indices"]>,
-    AllTypesMatch<["first_mask", "second_mask", "mask"]>]> {
+    AllTypesMatch<["first_mask", "second_mask", "mask", "second_keeps"]>]> {
   let summary = "One block of slots shared by two tokens (key sharing)";
   let description = [{
     The slots of a step that folds two tokens (config `tokens = 2`):
-    `indices[j] = first_mask[j] ? first[j] : second[j]` and
-    `mask[j] = first_mask[j] || second_mask[j]`, where `first` / `second`
-    are the two tokens' index blocks at the same offset and the masks their
-    `smla.index_mask`s. A lane valid for either token is a valid row of the
-    tensor both masks protect; the softmax masks each token's rows with its
-    own mask. For aligned rows (slot j of both holds the same key or -1)
-    the lane's key is the same whichever token it is taken from.
+    `indices[j] = first_mask[j] ? first[j] : second[j]`,
+    `mask[j] = first_mask[j] || second_mask[j]` and
+    `second_keeps[j] = second_mask[j] && (!first_mask[j] || first[j] ==
+    second[j])`, where `first` / `second` are the two tokens' index blocks
+    at the same offset and the masks their `smla.index_mask`s. A lane valid
+    for either token is a valid row of the tensor both masks protect. The
+    softmax masks the first token's rows with `first_mask` and the second
+    token's with `second_keeps`: a token's rows see lane j only if its own
+    mask validated the very key the lane holds. For aligned rows (slot j of
+    both holds the same key or -1) `second_keeps` is `second_mask`.
 
     ```mlir
-    %idx, %m = smla.index_pair %a mask(%ma), %b mask(%mb)
+    %idx, %m, %keep = smla.index_pair %a mask(%ma), %b mask(%mb)
         : vector<64xi32>, vector<64xi1>
     ```
   }];
   let arguments = (ins SMLA_IndexVector:$first, SMLA_MaskVector:$first_mask,
       SMLA_IndexVector:$second, SMLA_MaskVector:$second_mask);
-  let results = (outs SMLA_IndexVector:$indices, SMLA_MaskVector:$mask);
+  let results = (outs SMLA_IndexVector:$indices, SMLA_MaskVector:$mask,
+      SMLA_MaskVector:$second_keeps);
   let assemblyFormat = [{
     $first `mask` `(` $first_mask `)` `,` $second `mask` `(` $second_mask `)`
     attr-dict `:` type($first) `,` type($first_mask)
   }];
   let builders = [OpBuilder<(ins "Value":$first, "Value":$firstMask,
       "Value":$second, "Value":$secondMask), [{
-    build($_builder, $_state, first.getType(), firstMask.getType(), first,
-          firstMask, second, secondMask);
+    build($_builder, $_state, first.getType(), firstMask.getType(),
+          firstMask.getType(), first, firstMask, second, secondMask);
   }]>];
   let hasVerifier = 1;
 }
@@ -338,7 +342,7 @@ def SMLA_SoftmaxOp : SMLA_Op<"softmax", [AttrSizedOperandSegments]> {
       `counters[2]` grows by the number of selected lanes with x2 > clamp.
     * with `pair_mask` (a step of two tokens, `smla.index_pair`): the rows
       h >= Hb/2 belong to the second token and use `pair_mask[j]` in place
-      of `mask[j]`.
+      of `mask[j]` (the pair's `second_keeps`).
 
     ```mlir
     smla.softmax %s, %lse[%t, %g] mask(%m : vector<64xi1>)
