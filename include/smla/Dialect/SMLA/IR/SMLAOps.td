@@ -225,7 +225,8 @@ def SMLA_PairUnionOp : SMLA_Op<"pair_union"> {
     * slots K + c .. 2K - 1 of both rows are -1, where c is the number of
       those keys, and `counts[p]` = c; -1 if a valid key repeats within a
       row (the rows are then not usable), -2 if K exceeds what the scratch
-      holds (2K > len(keys) or K > len(ranks)): nothing else is written.
+      holds (4K > len(keys), or K >= len(ranks) - 1: the last entry of
+      `ranks` holds the repeat flag): nothing else is written.
 
     So every slot holds the same key in both rows or -1, each row holds
     exactly its token's valid keys, and dim 2 of `rows` must be >= 2K.
