@@ -20,6 +20,8 @@ namespace mlir::smla {
 
 /// Scalar value of lane `lane` of a vector produced by a lowered op.
 using LaneFn = std::function<Value(OpBuilder &, Location, Value lane)>;
+/// The lane function of each lowered index block, mask and live-row vector.
+using LaneMap = llvm::DenseMap<Value, LaneFn>;
 
 struct CtaEmitter {
   CtaEmitter(OpBuilder &b, Location loc, Value tid, int64_t threads)
@@ -85,6 +87,14 @@ void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
 /// tile_dot and dq_accumulate, on CUDA cores or on tensor cores (mma.sync).
 void lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma);
 void lowerPairUnion(CtaEmitter &e, PairUnionOp op);
+
+/// LowerLanes.cpp: the lane functions of index blocks (lanes past K read
+/// nothing and are -1), their masks (and invalid-slot counts), index pairs
+/// and live rows (and dead-row counts).
+void lowerIndexLoadLanes(IndexLoadOp op, LaneMap &lanes);
+void lowerIndexMaskLanes(CtaEmitter &e, IndexMaskOp op, LaneMap &lanes);
+void lowerIndexPairLanes(IndexPairOp op, LaneMap &lanes);
+void lowerRowLiveLanes(CtaEmitter &e, RowLiveOp op, LaneMap &lanes);
 /// Two adjacent tile_dots on one key tile (scores and dP) as one tensor-core
 /// pass that loads each key fragment once; when they may be fused.
 bool canFuseTileDots(TileDotOp first, TileDotOp second);
