@@ -1,7 +1,8 @@
 """A reduced GPU suite for compute-sanitizer: small problems that still hold
 every kind of invalid index (-1, S_kv, S_kv + 5, INT32_MIN, INT32_MAX,
-positions past the causal limit), duplicate indices (not for the token-pair
-kernels, which refuse them: shared keys instead), a row with no valid
+positions past the causal limit), duplicate indices (for the token-pair
+kernels in one pair, which then takes the disjoint layout, the others
+sharing half of their keys), a row with no valid
 slot, lse = +inf / -inf / NaN, a stale lse that triggers the clamp, a tail
 block (K not a multiple of the block), non-power-of-two heads and G = 2, for
 every configuration the kernel library has. Exits non-zero on a non-finite
@@ -33,13 +34,14 @@ def case(H, G, D, Dt, lse_base, positions, T=5, S=97, K=37, seed=0, pairs=False)
     bad = torch.tensor([-1, S, S + 5, -(2**31), 2**31 - 1], dtype=torch.int32)
     idx[:, :, : len(bad)] = bad
     if pairs:
-        # The pair path needs rows without an in-range key twice; odd
-        # tokens share half of their keys with the even token before.
+        # Odd tokens share half of their keys with the even token before
+        # (aligned rows); token 2 repeats a key (its pair: disjoint rows).
         m = K - len(bad)
         for t in range(0, T - 1, 2):
             pool = torch.randperm(S, generator=gen)[: m + m // 2]
             idx[t, :, len(bad):] = pool[:m]
             idx[t + 1, :, len(bad):] = pool[m // 2:]
+        idx[2, :, -1] = idx[2, :, len(bad)]
     else:
         idx[:, :, -1] = idx[:, :, len(bad)]      # duplicate
     idx[T - 1] = -1                              # no valid slot

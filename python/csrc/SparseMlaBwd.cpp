@@ -181,60 +181,53 @@ const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
 }
 
 /// Key sharing (TokenPairs.h): chunks of token pairs, each chunk's aligned
-/// rows built by the pair-union kernel ([2P, 1, 2K] and a count per pair,
-/// read back once: U = K + the largest count) and run on the pair kernel
-/// (P CTAs, 2H rows, U slots; the padding's invalid slots subtracted from
-/// the counter), or on the one-token kernel where its rows do not pay.
-void launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
+/// rows built by the pair-union kernel ([2P, 1, 2K] and a length per pair)
+/// and run on the pair kernel (P CTAs, 2H rows, each walking the blocks
+/// below its pair's length), all on the stream without a read-back but
+/// for the first chunk's lengths under SMLA_PAIRS=auto. Returns false
+/// (having run nothing but that chunk's union) when auto finds that the
+/// pairs do not pay; the walked padding's invalid slots are subtracted
+/// from the counter.
+bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
                  const runtime::KernelEntry &pairBwd,
                  const runtime::KernelEntry &pairUnion,
-                 const runtime::KernelEntry &bwd,
                  const PairsEnvironment &pairsEnv,
                  const WalkEnvironment &walkEnv, CUstream stream) {
-  const PairsMode mode = pairsEnv.mode;
   runtime::KernelLibrary &library = kernelLibrary();
-  const cudaDeviceProp *prop = at::cuda::getCurrentDeviceProperties();
-  const int64_t chunk = pairChunk(
-      pairsEnv, n,
-      int64_t(prop->multiProcessorCount) * residentCtasPerSm(pairBwd, *prop));
+  const int64_t pairs = n.T / 2;
+  const int64_t chunk = pairChunk(pairsEnv, n);
   const int32_t period =
       static_cast<int32_t>(std::max<int64_t>(walkEnv.period, 0));
-  for (int64_t p0 = 0; p0 < n.T / 2; p0 += chunk) {
-    const int64_t p1 = std::min(n.T / 2, p0 + chunk);
+  const at::TensorOptions i32 = args.indices.options();
+  at::Tensor lengths = at::empty({pairs}, i32);
+  // One buffer for every chunk's rows: the stream orders its reuse.
+  at::Tensor rows = at::empty({2 * chunk, 1, 2 * n.K}, i32);
+  for (int64_t p0 = 0; p0 < pairs; p0 += chunk) {
+    const int64_t p1 = std::min(pairs, p0 + chunk);
     KernelTensors c = tokenRows(t, 2 * p0, 2 * p1);
     BwdSizes pn = n;
     pn.T = p1 - p0;
     pn.H = 2 * n.H;
-    at::Tensor wide =
-        at::empty({2 * pn.T, 1, 2 * n.K}, args.indices.options());
-    at::Tensor counts = at::empty({pn.T}, args.indices.options());
+    at::Tensor chunkRows = rows.slice(0, 0, 2 * pn.T);
+    at::Tensor chunkLengths = lengths.slice(0, p0, p1);
     runtime::ParamValues params = kernelParams(c, pn, args.smScale);
-    params.insert_or_assign("pair_rows", ptrOf(wide));
-    params.insert_or_assign("pair_counts", ptrOf(counts));
+    params.insert_or_assign("pair_rows", ptrOf(chunkRows));
+    params.insert_or_assign("pair_lengths", ptrOf(chunkLengths));
     library.launch(pairUnion, stream,
                    runtime::GridSizes{pn.T, n.S_kv, n.K, pn.H, n.G}, params);
-    at::Tensor stats = at::stack({counts.max(), counts.min()}).cpu();
-    const int64_t most = stats[0].item<int64_t>();
-    const int64_t least = stats[1].item<int64_t>();
-    const int64_t slots = std::max<int64_t>(n.K + most, 1);
-    const bool use = pairsPay(mode, n, least < 0 ? least : 0, slots);
-    if (p0 == 0 && mode == PairsMode::Auto)
-      recordPairs(args, n, use);
-    if (use) {
-      c.indices = wide.slice(2, 0, slots).contiguous();
-      pn.K = slots;
-      library.launch(pairBwd, stream,
-                     runtime::GridSizes{pn.T, n.S_kv, pn.K, pn.H, n.G},
-                     kernelParams(c, pn, args.smScale, period));
-      t.counters.select(0, 0).add_(2 * pn.T * (n.K - slots));
-    } else {
-      BwdSizes cn = n;
-      cn.T = 2 * pn.T;
-      library.launch(bwd, stream,
-                     runtime::GridSizes{cn.T, n.S_kv, n.K, n.H, n.G},
-                     kernelParams(c, cn, args.smScale, period));
-    }
+    if (p0 == 0 && pairsEnv.mode == PairsMode::Auto &&
+        !pairsPay(args, n, chunkLengths.to(at::kDouble).mean().item<double>()))
+      return false;
+    c.indices = chunkRows;
+    pn.K = 2 * n.K;
+    params = kernelParams(c, pn, args.smScale, period);
+    params.insert_or_assign("pair_lengths", ptrOf(chunkLengths));
+    library.launch(pairBwd, stream,
+                   runtime::GridSizes{pn.T, n.S_kv, pn.K, pn.H, n.G}, params);
   }
+  t.counters.select(0, 0).sub_(
+      paddingSlots(lengths, n.K, pairBwd.config.block.value_or(1)));
+  return true;
 }
 
 Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
@@ -318,11 +311,10 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
     request.dkvType = pairBwd->config.dkvType.value_or(request.dkvType);
     pairUnion = selectOptional(library, request);
   }
-  if (tryTokenPairs(pairsEnv.mode, args, n, pairBwd && pairUnion)) {
-    launchPairs(args, n, t, *pairBwd, *pairUnion, bwd, pairsEnv, walkEnv,
-                stream);
+  if (tryTokenPairs(pairsEnv.mode, args, n, pairBwd && pairUnion) &&
+      launchPairs(args, n, t, *pairBwd, *pairUnion, pairsEnv, walkEnv,
+                  stream))
     return finish(t);
-  }
   const SlotWalk walk = chooseSlotWalk(walkEnv, args, n, bwd);
   if (!walk.sorted) {
     library.launch(bwd, stream, sizes,

@@ -131,10 +131,11 @@ bool tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
     return refuse("the kernel library has no tokens=2 kernel for it");
   if (n.G != 1 || n.T % 2 != 0)
     return refuse("it needs G = 1 and an even number of tokens");
-  if (isCapturing(at::cuda::getCurrentCUDAStream().stream()))
-    return refuse("the stream is capturing a CUDA graph");
   if (mode == PairsMode::On)
     return true;
+  // auto reads a chunk's lengths back, which a CUDA graph cannot hold.
+  if (isCapturing(at::cuda::getCurrentCUDAStream().stream()))
+    return false;
   std::mutex *mutex = nullptr;
   auto &map = histories(mutex);
   std::lock_guard<std::mutex> lock(*mutex);
@@ -146,36 +147,32 @@ bool tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
   return probe;
 }
 
-bool pairsPay(PairsMode mode, const BwdSizes &n, int64_t status,
-              int64_t slots) {
-  TORCH_CHECK(mode != PairsMode::On || status != kRepeatedKey, kOpName,
-              ": SMLA_PAIRS=on, but the call cannot run on token pairs: "
-              "argument 'indices' selects a key twice in one row");
-  TORCH_CHECK(mode != PairsMode::On || status != kTopkTooLarge, kOpName,
-              ": SMLA_PAIRS=on, but the call cannot run on token pairs: "
-              "its top-k is larger than the pair-union kernel holds");
-  return status == 0 &&
-         (mode == PairsMode::On ||
-          double(slots) <= kMaxUnionRatio * double(n.K));
-}
-
-void recordPairs(const BwdArgs &args, const BwdSizes &n, bool used) {
+bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength) {
+  bool use = meanLength <= kMaxUnionRatio * double(n.K);
   std::mutex *mutex = nullptr;
   auto &map = histories(mutex);
   std::lock_guard<std::mutex> lock(*mutex);
-  map[historyKey(args, n)].lastUsed = used;
+  map[historyKey(args, n)].lastUsed = use;
+  return use;
 }
 
-int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n,
-                  int64_t resident) {
+int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n) {
+  const int64_t pairs = n.T / 2;
   if (env.chunk > 0)
-    return std::min(env.chunk, n.T / 2);
-  // Per pair: two rows of 2K slots, and their copy cut to U <= 2K.
-  int64_t perPair = 2 * (2 * n.K + 2 * n.K) * int64_t(sizeof(int32_t));
-  int64_t pairs = std::max<int64_t>(1, kSortWorkspaceBytes / perPair);
-  if (pairs >= resident && pairs < n.T / 2)
-    pairs -= pairs % resident;
-  return std::min(pairs, n.T / 2);
+    return std::min(env.chunk, pairs);
+  // Per pair: two rows of 2K slots.
+  const int64_t perPair = 2 * 2 * n.K * int64_t(sizeof(int32_t));
+  const int64_t most = std::max<int64_t>(1, kSortWorkspaceBytes / perPair);
+  const int64_t chunks = (pairs + most - 1) / most;
+  return (pairs + chunks - 1) / chunks;
+}
+
+at::Tensor paddingSlots(const at::Tensor &lengths, int64_t K, int64_t block) {
+  at::Tensor walked = at::floor_divide(lengths.to(at::kLong).add(block - 1),
+                                       block)
+                          .mul(block)
+                          .clamp(K, 2 * K);
+  return walked.sub(K).sum().mul(2);
 }
 
 } // namespace smla::ext

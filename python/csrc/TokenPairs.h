@@ -19,19 +19,23 @@
 // those of the given indices up to fp32 summation order; the invalid-slot
 // counter is corrected for the padding.
 //
-// Chosen per call: when the library has the folded kernel, T is even,
-// G = 1, no row selects a key twice, and the union is short enough to pay
-// (at most kMaxUnionRatio x K slots). The rows are built on the device by
-// the library's pair-union kernel (smla.pair_union: one CTA per pair, a
-// hash table in shared memory) in chunks of pairs whose rows fit the
-// sorted walk's workspace (64 MiB); each chunk's per-pair counts are read
-// back once (the union's length) and the chunk runs on pairs or, if its
-// rows do not pay or cannot be used, on the per-token kernel. A shape
-// whose first chunk did not run on pairs is tried again only every
-// kProbeEvery-th call, so random indices (B2r) pay the build once in a
-// while. alignedPairRows is the same construction in ATen ops (sorted
-// rows): the tests' reference layout; it returns the union in ascending
-// key order, the kernel in the first row's order.
+// Chosen per call: when the library has the folded kernel, T is even and
+// G = 1, and (SMLA_PAIRS=auto) the union is short enough to pay: the
+// rows' mean length at most kMaxUnionRatio x K. The rows are built on the
+// device by the library's pair-union kernel (smla.pair_union: one CTA per
+// pair, a hash table in shared memory), 2K slots per token, in chunks of
+// pairs whose rows fit the sorted walk's workspace (64 MiB); the kernel
+// also writes each pair's length (K + its union's keys past the first
+// row), and the pair kernel's CTA walks only the blocks below it. A pair
+// whose row repeats a key, or whose K exceeds the union kernel's scratch,
+// gets the disjoint layout (length 2K): still valid rows, at the cost of
+// two tokens. Under auto the first chunk's lengths are read back once to
+// decide; the other chunks follow without a read-back. A shape that did
+// not run on pairs is tried again only every kProbeEvery-th call, so
+// random indices (B2r) pay one chunk's build once in a while.
+// alignedPairRows is the same construction in ATen ops (sorted rows): the
+// tests' reference layout; it returns the union in ascending key order,
+// the kernel in the first row's order.
 //
 // Environment: SMLA_PAIRS=auto|on|off (on: whenever possible, however
 // long the union; a call that cannot is an error saying why),
@@ -66,30 +70,26 @@ struct PairsEnvironment {
 /// Reads and checks the environment (an error names the variable).
 PairsEnvironment readPairsEnvironment();
 
-/// What the pair-union kernel reported for a chunk: its rows' slots U, or
-/// a status (a row repeats an in-range key; top-k beyond its scratch).
-inline constexpr int64_t kRepeatedKey = -1, kTopkTooLarge = -2;
-
 /// Whether this call tries token pairs: `available` says the library has
 /// the tokens = 2 kernel and its pair-union kernel for the call. Under
 /// SMLA_PAIRS=on a call that cannot is an error saying why.
 bool tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
                    bool available);
 
-/// Whether a chunk whose rows came back with `status` (0 or one of the
-/// above) and `slots` runs on pairs; under SMLA_PAIRS=on an error if not.
-bool pairsPay(PairsMode mode, const BwdSizes &n, int64_t status,
-              int64_t slots);
+/// Whether pairs whose rows are `meanLength` slots long on average pay
+/// (SMLA_PAIRS=auto); remembers the answer for the shape.
+bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength);
 
-/// Remembers whether the auto choice ran this shape on pairs.
-void recordPairs(const BwdArgs &args, const BwdSizes &n, bool used);
+/// Pairs per launch: the rows a chunk builds (2K slots per token) stay
+/// within kSortWorkspaceBytes (SlotWalk.h), in chunks of equal size, at
+/// least one pair; SMLA_PAIRS_CHUNK overrides.
+int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n);
 
-/// Pairs per launch: the rows a chunk builds (2K slots per token, then
-/// cut to U <= 2K) stay within kSortWorkspaceBytes (SlotWalk.h), in whole
-/// waves of `resident` CTAs where that allows, at least one pair;
-/// SMLA_PAIRS_CHUNK overrides.
-int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n,
-                  int64_t resident);
+/// The slots past K that the pair kernel of `block`-slot blocks walked
+/// and counted as invalid, over all pairs of `lengths` ([T / 2] int32 from
+/// the pair-union kernel, rows of 2K slots): 2 x (min(2K, lengths[p]
+/// rounded up to a block) - K) per pair, an int64 scalar on the device.
+at::Tensor paddingSlots(const at::Tensor &lengths, int64_t K, int64_t block);
 
 /// The aligned index rows of token pairs (2p, 2p + 1) of `indices`
 /// ([T, 1, K] int32, T even) into S_kv rows, built with ATen ops in

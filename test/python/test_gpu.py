@@ -254,9 +254,11 @@ def test_token_pairs_match_reference(name, monkeypatch):
 @needs_compiled
 def test_token_pairs_auto_choice(monkeypatch):
     """auto takes pairs whose union is short (dq bit for bit the forced
-    path's: dq has no atomics) and leaves long unions, duplicated keys and
-    odd T to the per-token kernel (bit for bit SMLA_PAIRS=off); on refuses
-    what it cannot run."""
+    path's: dq has no atomics) and leaves long unions and odd T to the
+    per-token kernel (bit for bit SMLA_PAIRS=off); on refuses what it
+    cannot run. A row that repeats a key, or a top-k beyond the union
+    kernel's scratch, puts its pair in the disjoint layout (two tokens'
+    worth of slots): on runs it and matches the reference."""
     def run(p, mode):
         monkeypatch.setenv("SMLA_PAIRS", mode)
         return smla.sparse_mla_bwd(**p, mode="compiled")
@@ -267,11 +269,14 @@ def test_token_pairs_auto_choice(monkeypatch):
     far = pair_problem(T=28, overlap=0.0, adversarial=False, seed=3)
     for _ in range(10):  # crosses the every-8th-call re-measurement
         assert torch.equal(run(far, "auto")[0], run(far, "off")[0])
-    dup = pair_problem(overlap=0.8, seed=4)
+    # One pair of 12 in the disjoint layout: the mean length (1.27 K)
+    # still pays. (With the adversarial slots, whose shared keys become
+    # one token's own, it would be ~1.39 K: per token.)
+    dup = pair_problem(overlap=0.8, seed=4, adversarial=False)
     dup["indices"][5, 0, 1] = dup["indices"][5, 0, 0] = 7
-    assert torch.equal(run(dup, "auto")[0], run(dup, "off")[0])
-    with pytest.raises(RuntimeError, match="'indices' selects a key twice"):
-        run(dup, "on")
+    assert torch.equal(run(dup, "auto")[0], run(dup, "on")[0])
+    monkeypatch.setenv("SMLA_PAIRS", "on")
+    compare(dup)
     odd = pair_problem(T=23, overlap=0.8, adversarial=False, seed=5)
     assert torch.equal(run(odd, "auto")[0], run(odd, "off")[0])
     with pytest.raises(RuntimeError, match="an even number of tokens"):
@@ -279,16 +284,27 @@ def test_token_pairs_auto_choice(monkeypatch):
     with pytest.raises(RuntimeError, match="no tokens=2 kernel"):
         run(problem(H=32, T=4), "on")
     wide = pair_problem(T=4, S=6000, K=2100, adversarial=False, seed=6)
-    with pytest.raises(RuntimeError, match="top-k is larger than the pair-union kernel"):
-        run(wide, "on")
     assert torch.equal(run(wide, "auto")[0], run(wide, "off")[0])
-    # Launches of 4 pairs: the chunk holding the repeated key runs per
-    # token, the others on pairs; the sums are the reference's.
+    monkeypatch.setenv("SMLA_PAIRS", "on")
+    compare(wide)
+    # Launches of 4 pairs (the first chunk decides: ~1.23 K), one pair
+    # disjoint; the sums and counters are the reference's.
     monkeypatch.setenv("SMLA_PAIRS_CHUNK", "4")
-    mixed = pair_problem(T=30, overlap=0.8, seed=7)
+    mixed = pair_problem(T=30, overlap=0.9, seed=7)
     mixed["indices"][25, 0, 3] = mixed["indices"][25, 0, 2] = 11
     monkeypatch.setenv("SMLA_PAIRS", "auto")
     compare(mixed)
+    # SMLA_PAIRS=on holds no read-back: a CUDA graph captures it.
+    monkeypatch.setenv("SMLA_PAIRS", "on")
+    want = smla.sparse_mla_bwd(**mixed, mode="compiled")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(s), torch.cuda.graph(g):
+        got = smla.sparse_mla_bwd(**mixed, mode="compiled")
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(got[0], want[0]) and torch.equal(got[2], want[2])
     monkeypatch.setenv("SMLA_PAIRS_CHUNK", "0")
     with pytest.raises(RuntimeError, match="SMLA_PAIRS_CHUNK must be an integer"):
         smla.sparse_mla_bwd(**near, mode="compiled")

@@ -183,19 +183,19 @@ public:
 };
 
 /// The pair-union kernel (smla.pair_union): params indices, pair_rows
-/// ([T, 1, 2K] int32), pair_counts ([T / 2] int32), T (pairs), S_kv, K.
+/// ([2T, 1, 2K] int32), pair_lengths ([T] int32), T (pairs), S_kv, K.
 /// Its scratch holds K <= kPairUnionMaxTopk (a table of 4K entries).
 void addPairUnionKernel(KernelBuilder &kb, StringRef prefix, Value indices,
                         Location loc, int64_t threads) {
   MLIRContext *ctx = indices.getContext();
   auto i32 = IntegerType::get(ctx, 32);
   auto rowsType = cast<MemRefType>(indices.getType());
-  auto countsType = MemRefType::get({ShapedType::kDynamic}, i32);
+  auto lengthsType = MemRefType::get({ShapedType::kDynamic}, i32);
   gpu::GPUFuncOp kernel = kb.create(
       (prefix + "_pair_union").str(), "pair_union",
       ArrayRef<std::pair<StringRef, Type>>{{"indices", rowsType},
                                            {"pair_rows", rowsType},
-                                           {"pair_counts", countsType}},
+                                           {"pair_lengths", lengthsType}},
       {"T", "S_kv", "K"}, {"T", "1", "1"});
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Block &entry = kernel.getBody().front();
@@ -218,10 +218,10 @@ void addPairUnionKernel(KernelBuilder &kb, StringRef prefix, Value indices,
   Value partials = scratch(threads);
   Value idx = reshape(b, loc, entry.getArgument(0), rowsType, tokens, topk);
   Value rows = reshape(b, loc, entry.getArgument(1), rowsType, tokens, width);
-  Value counts = reshape(b, loc, entry.getArgument(2), countsType, pairsN,
-                         pairsN);
+  Value lengths = reshape(b, loc, entry.getArgument(2), lengthsType, pairsN,
+                          pairsN);
   Value pair = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
-  PairUnionOp::create(b, loc, idx, pair, keys, rows, counts, table, positions,
+  PairUnionOp::create(b, loc, idx, pair, keys, rows, lengths, table, positions,
                       ranks, partials);
   gpu::ReturnOp::create(b, loc);
 }
@@ -236,11 +236,14 @@ Sizes bindParams(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                  int64_t indexRowsPerToken = 1) {
   Block &entry = kernel.getBody().front();
   Sizes s;
+  // The scalars are the last parameters (a kernel may take tensors beyond
+  // `tensors`, bound by its builder).
+  unsigned firstScalar = entry.getNumArguments() - scalars.size();
   for (auto [i, name] : llvm::enumerate(scalars)) {
     if (name == kScaleParam || name == kWalkParam)
       continue; // read by smla-lower-to-nvvm (runtimeScale), rotateBlockWalk
     Value v = arith::IndexCastOp::create(b, loc, b.getIndexType(),
-                                         entry.getArgument(tensors.size() + i));
+                                         entry.getArgument(firstScalar + i));
     (name == "T" ? s.tokens : name == "S_kv" ? s.keys : s.topk) = v;
   }
   Value indexRows = s.tokens;
@@ -272,6 +275,39 @@ LogicalResult cloneDefinition(OpBuilder &b, Value v, IRMapping &mapping) {
     if (failed(cloneDefinition(b, operand, mapping)))
       return failure();
   b.clone(*def, mapping);
+  return success();
+}
+
+/// A tokens = 2 CTA (pair `pair`) walks only the blocks below its rows'
+/// length: slots from pair_lengths[pair] on are -1 in both rows
+/// (smla.pair_union), so they would only be masked. The length is clamped
+/// to [0, K]; the invalid-slot counter then counts the walked slots past
+/// K's own (the caller subtracts them, python/csrc/TokenPairs.h).
+LogicalResult boundPairWalk(OpBuilder &b, Location loc, scf::ForOp loop,
+                            Value flatLengths, MemRefType lengthsType,
+                            const Sizes &sizes, Value pair) {
+  int64_t block = 0;
+  loop.walk([&](IndexLoadOp load) {
+    block = load.getResult().getType().getNumElements();
+  });
+  if (block <= 0 || !matchPattern(loop.getLowerBound(), m_Zero()) ||
+      !matchPattern(loop.getStep(), m_One()))
+    return loop.emitOpError()
+           << "cannot bound the pair walk: expected a loop over index blocks "
+              "from 0 in steps of 1";
+  // At b's insertion point, where the rotation (rotateBlockWalk) reads it.
+  Value lengths =
+      reshape(b, loc, flatLengths, lengthsType, sizes.tokens, sizes.tokens);
+  Value length = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(), memref::LoadOp::create(b, loc, lengths, pair));
+  length = arith::MinSIOp::create(
+      b, loc,
+      arith::MaxSIOp::create(b, loc, length,
+                             arith::ConstantIndexOp::create(b, loc, 0)),
+      sizes.topk);
+  Value blocks = arith::CeilDivUIOp::create(
+      b, loc, length, arith::ConstantIndexOp::create(b, loc, block));
+  loop.getUpperBoundMutable().assign(blocks);
   return success();
 }
 
@@ -349,16 +385,26 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
   SmallVector<StringRef> scalars{"T", "S_kv", "K", kScaleParam, kWalkParam};
   std::string G = std::to_string(*headBlocks);
 
+  // Key sharing (tokens = 2, smla.index_pair in the step): the bwd kernel
+  // also takes pair_union's lengths (after the tensors of `roles`).
+  bool pairs = false;
+  func.walk([&](IndexPairOp) { pairs = true; });
+  auto lengthsType =
+      MemRefType::get({ShapedType::kDynamic}, IntegerType::get(func.getContext(), 32));
+
   // The backward kernel: grid (T, G * headBlocks).
   {
+    SmallVector<std::pair<StringRef, Type>> params;
+    for (auto [name, v] : tensors)
+      params.push_back({name, v.getType()});
+    if (pairs)
+      params.push_back({"pair_lengths", lengthsType});
     gpu::GPUFuncOp kernel = kb.create((func.getName() + "_bwd").str(), "bwd",
-                                      tensors, scalars, {"T", G, "1"});
+                                      params, scalars, {"T", G, "1"});
     kernel->setAttr(kCtasPerSmAttr,
                     Builder(kernel.getContext()).getI64IntegerAttr(ctasPerSm));
     OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
     IRMapping mapping;
-    bool pairs = false;
-    func.walk([&](IndexPairOp) { pairs = true; });
     Sizes sizes = bindParams(b, loc, kernel, tensors, scalars, mapping,
                              pairs ? 2 : 1);
     Value t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
@@ -435,7 +481,11 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     b.setInsertionPointAfter(&*bodyStart);
     Value cta = arith::AddIOp::create(
         b, loc, t, arith::MulIOp::create(b, loc, g, sizes.tokens));
-    Value period = kernel.getArgument(tensors.size() + scalars.size() - 1);
+    Value period = kernel.getArgument(kernel.getNumArguments() - 1);
+    if (pairs && failed(boundPairWalk(b, loc, blockLoop,
+                                      kernel.getArgument(tensors.size()),
+                                      lengthsType, sizes, t)))
+      return failure();
     if (failed(rotateBlockWalk(b, blockLoop, cta, period)))
       return failure();
     // The dQ accumulator that the register form holds: marked here, so
@@ -488,11 +538,8 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
               [&](OpBuilder &b, ArrayRef<Value> rows) {
                 CastDkvOp::create(b, loc, rows[0], rows[1]);
               });
-  // Key sharing (tokens = 2, smla.index_pair in the step): the aligned
-  // index rows of token pairs, one CTA per pair ("T" is the pair count,
-  // as for the bwd kernel).
-  bool pairs = false;
-  func.walk([&](IndexPairOp) { pairs = true; });
+  // Key sharing: the aligned index rows of token pairs, one CTA per pair
+  // ("T" is the pair count, as for the bwd kernel).
   if (pairs)
     addPairUnionKernel(kb, func.getName(), roles->indices, loc, threads);
   func.erase();

@@ -15,7 +15,10 @@
 //      over a run of slots, then across threads, Hillis-Steele) ranks them;
 //   4. the rows are written: slots < K from the first row (the second gets
 //      a key where its entry is marked shared), the second row's own keys
-//      at K + rank, -1 up to 2K.
+//      at K + rank, -1 up to 2K; lengths[p] = K + the own keys.
+// A repeat (flagged in phases 1 and 2) or a K beyond the scratch writes
+// the disjoint layout instead (first row below K, second from K on;
+// lengths[p] = 2K), which needs no table.
 // Every loop is bounded: the table is at least twice the keys it holds,
 // so a probe finds the key or an empty entry.
 //
@@ -141,6 +144,30 @@ struct UnionEmitter {
     memref::StoreOp::create(b, e.loc, v, memref, at);
   }
 
+  /// The disjoint layout: the first row's valid keys at slots < K, the
+  /// second's at K + j, -1 elsewhere; lengths[p] = 2K.
+  void writeDisjoint(OpBuilder &b, Value first, Value second, Value topk,
+                     Value lead) {
+    Location loc = e.loc;
+    e.ctaLoop(topk, [&](OpBuilder &lb, Value i) {
+      Value minus = i32(lb, -1), zero = idx(lb, 0);
+      Value hi = arith::AddIOp::create(lb, loc, topk, i);
+      std::pair<Value, Value> a = key(lb, first, i);
+      std::pair<Value, Value> bk = key(lb, second, i);
+      store(lb, arith::SelectOp::create(lb, loc, a.second, a.first, minus),
+            op.getRows(), ValueRange{first, zero, i});
+      store(lb, minus, op.getRows(), ValueRange{first, zero, hi});
+      store(lb, minus, op.getRows(), ValueRange{second, zero, i});
+      store(lb, arith::SelectOp::create(lb, loc, bk.second, bk.first, minus),
+            op.getRows(), ValueRange{second, zero, hi});
+    });
+    ifThen(b, lead, [&](OpBuilder &tb) {
+      Value both = arith::MulIOp::create(tb, loc, topk, idx(tb, 2));
+      store(tb, arith::IndexCastOp::create(tb, loc, tb.getI32Type(), both),
+            op.getLengths(), op.getPair());
+    });
+  }
+
   /// repeat |= cond: the flag is the last entry of `ranks`.
   void flagRepeat(OpBuilder &b, Value cond, Value flagAt) {
     ifThen(b, cond, [&](OpBuilder &tb) {
@@ -177,9 +204,7 @@ void mlir::smla::lowerPairUnion(CtaEmitter &e, PairUnionOp op) {
   auto branch = scf::IfOp::create(b, loc, fits, /*withElse=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&branch.getElseRegion().front());
-  u.ifThen(b, lead, [&](OpBuilder &tb) {
-    u.store(tb, u.i32(tb, -2), op.getCounts(), op.getPair());
-  });
+  u.writeDisjoint(b, first, second, topk, lead);
   b.setInsertionPointToStart(&branch.getThenRegion().front());
 
   // 0. An empty table, no own key yet, no repeat.
@@ -294,6 +319,14 @@ void mlir::smla::lowerPairUnion(CtaEmitter &e, PairUnionOp op) {
                return arith::AddIOp::create(rb, loc, acc, v);
              });
   u.barrier();
+  // A repeat (the flag is final since phase 2): the disjoint layout.
+  Value repeat = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ne,
+      memref::LoadOp::create(b, loc, op.getRanks(), flagAt), u.i32(b, 0));
+  auto aligned = scf::IfOp::create(b, loc, repeat, /*withElse=*/true);
+  b.setInsertionPointToStart(&aligned.getThenRegion().front());
+  u.writeDisjoint(b, first, second, topk, lead);
+  b.setInsertionPointToStart(&aligned.getElseRegion().front());
   // 4. The rows.
   Value minus = u.i32(b, -1);
   e.ctaLoop(topk, [&](OpBuilder &lb, Value i) {
@@ -351,10 +384,9 @@ void mlir::smla::lowerPairUnion(CtaEmitter &e, PairUnionOp op) {
     });
   });
   u.ifThen(b, lead, [&](OpBuilder &tb) {
-    Value repeat = memref::LoadOp::create(tb, loc, op.getRanks(), flagAt);
-    Value bad = arith::CmpIOp::create(tb, loc, arith::CmpIPredicate::ne,
-                                      repeat, u.i32(tb, 0));
-    u.store(tb, arith::SelectOp::create(tb, loc, bad, minus, total),
-            op.getCounts(), op.getPair());
+    Value length = arith::AddIOp::create(
+        tb, loc, arith::IndexCastOp::create(tb, loc, tb.getI32Type(), topk),
+        total);
+    u.store(tb, length, op.getLengths(), op.getPair());
   });
 }

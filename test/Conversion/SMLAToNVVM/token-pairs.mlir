@@ -7,8 +7,17 @@
 
 // CHECK-LABEL: gpu.func @pair_bwd
 // CHECK-SAME: smla.grid = ["T", "1", "1"], smla.kind = "bwd"
+// CHECK-SAME: "counters", "pair_lengths", "T", "S_kv", "K", "sm_scale", "walk_period"]
+// The CTA of pair p walks the blocks below min(K, max(pair_lengths[p], 0)).
+// CHECK: %[[LENS:.*]] = memref.reinterpret_cast %arg10
+// CHECK: %[[LEN:.*]] = memref.load %[[LENS]][%block_id_x]
+// CHECK: %[[LENI:.*]] = arith.index_cast %[[LEN]] : i32 to index
+// CHECK: %[[POS:.*]] = arith.maxsi %[[LENI]], %c0
+// CHECK: %[[CLAMP:.*]] = arith.minsi %[[POS]],
+// CHECK: %[[BLOCKS:.*]] = arith.ceildivui %[[CLAMP]], %c16
 // CHECK: %[[TA:[0-9]+]] = arith.muli %block_id_x, %c2{{.*}} : index
 // CHECK: %[[TB:[0-9]+]] = arith.addi %[[TA]], %c1{{.*}} : index
+// CHECK: scf.for %{{.*}} = %c0{{.*}} to %[[BLOCKS]] step
 // CHECK: smla.index_load %{{.*}}[%[[TA]], %block_id_y, %{{.*}}]
 // CHECK: smla.index_load %{{.*}}[%[[TB]], %block_id_y, %{{.*}}]
 // CHECK: %[[U:indices[_0-9]*]], %[[M:mask[_0-9]*]], %{{.*}} = smla.index_pair
@@ -24,7 +33,7 @@
 // shared memory (a table of 4 x 2048 keys and slots, 2048 ranks + 2, one
 // partial per thread).
 // CHECK-LABEL: gpu.func @pair_pair_union
-// CHECK-SAME: smla.grid = ["T", "1", "1"], smla.kind = "pair_union", smla.params = ["indices", "pair_rows", "pair_counts", "T", "S_kv", "K"]
+// CHECK-SAME: smla.grid = ["T", "1", "1"], smla.kind = "pair_union", smla.params = ["indices", "pair_rows", "pair_lengths", "T", "S_kv", "K"]
 // CHECK: memref.alloca() : memref<8192xi32, #gpu.address_space<workgroup>>
 // CHECK: memref.alloca() : memref<8192xi32, #gpu.address_space<workgroup>>
 // CHECK: memref.alloca() : memref<2050xi32, #gpu.address_space<workgroup>>
@@ -32,7 +41,8 @@
 // CHECK: smla.pair_union %{{.*}}[%block_id_x] below
 
 // Lowered: claims by compare-and-swap, shared marks by atomic or, phases
-// separated by barriers; no smla op is left.
+// separated by barriers, the repeat flag read before the rows are written
+// (disjoint or aligned); no smla op is left.
 // LOWER-LABEL: gpu.func @pair_pair_union
 // LOWER-SAME: smla.dynamic_smem = 74880
 // LOWER: gpu.barrier
@@ -41,6 +51,9 @@
 // LOWER: memref.generic_atomic_rmw
 // LOWER: memref.atomic_rmw ori
 // LOWER: gpu.barrier
+// LOWER: %[[FLAG:.*]] = memref.load %{{.*}}[%c2049]
+// LOWER: %[[REPEAT:.*]] = arith.cmpi ne, %[[FLAG]], %c0_i32
+// LOWER: scf.if %[[REPEAT]] {
 // LOWER-NOT: smla.
 // LOWER: gpu.return
 func.func @pair(%q: memref<?x4x48xbf16>, %kv: memref<?x1x48xbf16>,

@@ -216,26 +216,33 @@ def SMLA_PairUnionOp : SMLA_Op<"pair_union"> {
   let description = [{
     The index rows a `tokens = 2` kernel walks for tokens 2p and 2p + 1
     (`pair` = p), built by one CTA. With K = dim 2 of `indices`, a_i and
-    b_j the two rows (group 0) and "valid" meaning 0 <= key < `bound`:
+    b_j the two rows (group 0) and "valid" meaning 0 <= key < `bound`,
+    the aligned layout is:
 
     * `rows[2p, 0, i]` = a_i if valid, else -1; `rows[2p+1, 0, i]` = a_i
       if valid and also in b's row, else -1 (i < K);
     * the valid b_j not in a's row, in row order, at slots K + r:
       `rows[2p+1, 0, K + r]` = b_j and `rows[2p, 0, K + r]` = -1;
     * slots K + c .. 2K - 1 of both rows are -1, where c is the number of
-      those keys, and `counts[p]` = c; -1 if a valid key repeats within a
-      row (the rows are then not usable), -2 if K exceeds what the scratch
-      holds (4K > len(keys), or K >= len(ranks) - 1: the last entry of
-      `ranks` holds the repeat flag): nothing else is written.
+      those keys, and `lengths[p]` = K + c.
 
-    So every slot holds the same key in both rows or -1, each row holds
-    exactly its token's valid keys, and dim 2 of `rows` must be >= 2K.
-    Scratch (workgroup memory on the GPU): `keys` / `positions` an
-    open-addressing hash table (length a power of two), `ranks` one entry
-    per slot, `partials` one per thread of the CTA.
+    Where a valid key repeats within a row, or K exceeds what the scratch
+    holds (4K > len(keys), or K >= len(ranks) - 1: the last entry of
+    `ranks` holds the repeat flag), the rows take the disjoint layout
+    instead: `rows[2p, 0, i]` as above and -1 from K on, `rows[2p+1, 0,
+    i]` = -1 below K and `rows[2p+1, 0, K + j]` = b_j if valid, else -1;
+    `lengths[p]` = 2K.
+
+    Either way every slot holds the same key in both rows or -1 in one of
+    them, each row holds exactly its token's valid keys (with their
+    repeats), and every slot from `lengths[p]` on is -1 in both rows: the
+    bwd kernel's CTA of pair p walks only the blocks below `lengths[p]`.
+    Dim 2 of `rows` must be >= 2K. Scratch (workgroup memory on the GPU):
+    `keys` / `positions` an open-addressing hash table (length a power of
+    two), `ranks` one entry per slot, `partials` one per thread of the CTA.
 
     ```mlir
-    smla.pair_union %idx[%p] below %S into %rows, %counts
+    smla.pair_union %idx[%p] below %S into %rows, %lengths
         scratch(%keys, %pos, %ranks, %partials)
         : memref<?x1x?xi32>, memref<?x1x?xi32>, memref<?xi32>,
           memref<8192xi32>, memref<8192xi32>, memref<4096xi32>,
@@ -244,13 +251,13 @@ def SMLA_PairUnionOp : SMLA_Op<"pair_union"> {
   }];
   let arguments = (ins MemRefRankOf<[I32], [3]>:$indices, Index:$pair,
       Index:$bound, MemRefRankOf<[I32], [3]>:$rows,
-      MemRefRankOf<[I32], [1]>:$counts, MemRefRankOf<[I32], [1]>:$keys,
+      MemRefRankOf<[I32], [1]>:$lengths, MemRefRankOf<[I32], [1]>:$keys,
       MemRefRankOf<[I32], [1]>:$positions, MemRefRankOf<[I32], [1]>:$ranks,
       MemRefRankOf<[I32], [1]>:$partials);
   let assemblyFormat = [{
-    $indices `[` $pair `]` `below` $bound `into` $rows `,` $counts
+    $indices `[` $pair `]` `below` $bound `into` $rows `,` $lengths
     `scratch` `(` $keys `,` $positions `,` $ranks `,` $partials `)`
-    attr-dict `:` type($indices) `,` type($rows) `,` type($counts) `,`
+    attr-dict `:` type($indices) `,` type($rows) `,` type($lengths) `,`
     type($keys) `,` type($positions) `,` type($ranks) `,` type($partials)
   }];
   let hasVerifier = 1;
