@@ -304,7 +304,7 @@ def test_token_pairs_auto_choice(monkeypatch):
         got = smla.sparse_mla_bwd(**mixed, mode="compiled")
     g.replay()
     torch.cuda.synchronize()
-    assert torch.equal(got[0], want[0]) and torch.equal(got[2], want[2])
+    assert torch.equal(got[0], want[0]) and rel_fro(got[1], want[1]) < 1e-5
     monkeypatch.setenv("SMLA_PAIRS_CHUNK", "0")
     with pytest.raises(RuntimeError, match="SMLA_PAIRS_CHUNK must be an integer"):
         smla.sparse_mla_bwd(**near, mode="compiled")
