@@ -40,15 +40,16 @@
 // CHECK: memref.alloca() : memref<256xi32, #gpu.address_space<workgroup>>
 // CHECK: smla.pair_union %{{.*}}[%block_id_x] below
 
-// Lowered: claims by compare-and-swap, shared marks by atomic or, phases
+// Lowered: claims by compare-and-swap (relaxed, CTA scope: no fence),
+// shared marks by atomic or, phases
 // separated by barriers, the repeat flag read before the rows are written
 // (disjoint or aligned); no smla op is left.
 // LOWER-LABEL: gpu.func @pair_pair_union
 // LOWER-SAME: smla.dynamic_smem = 74880
 // LOWER: gpu.barrier
-// LOWER: memref.generic_atomic_rmw
+// LOWER: llvm.inline_asm has_side_effects asm_dialect = att "atom.relaxed.cta.shared.cas.b32 $0, [$1], $2, $3;", "=r,l,r,r"
 // LOWER: gpu.barrier
-// LOWER: memref.generic_atomic_rmw
+// LOWER: llvm.inline_asm has_side_effects asm_dialect = att "atom.relaxed.cta.shared.cas.b32
 // LOWER: memref.atomic_rmw ori
 // LOWER: gpu.barrier
 // LOWER: %[[FLAG:.*]] = memref.load %{{.*}}[%c2049]
