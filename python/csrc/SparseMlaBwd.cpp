@@ -184,14 +184,14 @@ const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
 /// rows built by the pair-union kernel ([2P, 1, 2K] and a length per pair)
 /// and run on the pair kernel (P CTAs, 2H rows, each walking the blocks
 /// below its pair's length), all on the stream without a read-back but
-/// for the first chunk's lengths under SMLA_PAIRS=auto. Returns false
-/// (having run nothing but that chunk's union) when auto finds that the
+/// for the first chunk's lengths on a `probe` call. Returns false (having
+/// run nothing but that chunk's union) when the probe finds that the
 /// pairs do not pay; the walked padding's invalid slots are subtracted
 /// from the counter.
 bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
                  const runtime::KernelEntry &pairBwd,
                  const runtime::KernelEntry &pairUnion,
-                 const PairsEnvironment &pairsEnv,
+                 const PairsEnvironment &pairsEnv, bool probe,
                  const WalkEnvironment &walkEnv, CUstream stream) {
   runtime::KernelLibrary &library = kernelLibrary();
   const int64_t pairs = n.T / 2;
@@ -215,7 +215,7 @@ bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
     params.insert_or_assign("pair_lengths", ptrOf(chunkLengths));
     library.launch(pairUnion, stream,
                    runtime::GridSizes{pn.T, n.S_kv, n.K, pn.H, n.G}, params);
-    if (p0 == 0 && pairsEnv.mode == PairsMode::Auto &&
+    if (p0 == 0 && probe &&
         !pairsPay(args, n, chunkLengths.to(at::kDouble).mean().item<double>()))
       return false;
     c.indices = chunkRows;
@@ -311,9 +311,11 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
     request.dkvType = pairBwd->config.dkvType.value_or(request.dkvType);
     pairUnion = selectOptional(library, request);
   }
-  if (tryTokenPairs(pairsEnv.mode, args, n, pairBwd && pairUnion) &&
-      launchPairs(args, n, t, *pairBwd, *pairUnion, pairsEnv, walkEnv,
-                  stream))
+  const PairsTry pairs =
+      tryTokenPairs(pairsEnv.mode, args, n, pairBwd && pairUnion);
+  if (pairs != PairsTry::No &&
+      launchPairs(args, n, t, *pairBwd, *pairUnion, pairsEnv,
+                  pairs == PairsTry::Probe, walkEnv, stream))
     return finish(t);
   const SlotWalk walk = chooseSlotWalk(walkEnv, args, n, bwd);
   if (!walk.sorted) {

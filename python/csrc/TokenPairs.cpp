@@ -21,13 +21,14 @@
 namespace smla::ext {
 namespace {
 
-/// A shape whose union was too long is measured again every kProbeEvery
-/// calls (the indices, not the shape, decide: B2 and B2r share theirs).
+/// A shape's union is measured on its first call and again every
+/// kProbeEvery calls (the indices, not the shape, decide: B2 and B2r share
+/// theirs); the calls between follow the last answer without a read-back.
 constexpr int64_t kProbeEvery = 8;
 
 struct PairsHistory {
   int64_t calls = 0;
-  bool lastUsed = true;
+  bool measured = false, lastUsed = false;
 };
 
 using HistoryKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
@@ -116,35 +117,39 @@ at::Tensor alignedPairRows(const at::Tensor &indices, int64_t S_kv,
   return out.slice(2, 0, slots).reshape({T, 1, slots}).contiguous();
 }
 
-bool tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
-                   bool available) {
+PairsTry tryTokenPairs(PairsMode mode, const BwdArgs &args,
+                       const BwdSizes &n, bool available) {
   if (mode == PairsMode::Off)
-    return false;
+    return PairsTry::No;
   // SMLA_PAIRS=on insists: a call that cannot run on pairs says why.
   auto refuse = [&](const char *why) {
     TORCH_CHECK(mode != PairsMode::On, kOpName,
                 ": SMLA_PAIRS=on, but the call cannot run on token pairs: ",
                 why);
-    return false;
+    return PairsTry::No;
   };
   if (!available)
     return refuse("the kernel library has no tokens=2 kernel for it");
   if (n.G != 1 || n.T % 2 != 0)
     return refuse("it needs G = 1 and an even number of tokens");
   if (mode == PairsMode::On)
-    return true;
-  // auto reads a chunk's lengths back, which a CUDA graph cannot hold.
-  if (isCapturing(at::cuda::getCurrentCUDAStream().stream()))
-    return false;
+    return PairsTry::Trust;
   std::mutex *mutex = nullptr;
   auto &map = histories(mutex);
   std::lock_guard<std::mutex> lock(*mutex);
   if (map.size() > 64)
     map.clear();
   PairsHistory &history = map[historyKey(args, n)];
-  bool probe = history.lastUsed || history.calls % kProbeEvery == 0;
+  // A CUDA graph cannot hold the read-back: a capture follows the last
+  // answer, and a shape never measured runs per token.
+  if (isCapturing(at::cuda::getCurrentCUDAStream().stream()))
+    return history.measured && history.lastUsed ? PairsTry::Trust
+                                                : PairsTry::No;
+  const bool due = !history.measured || history.calls % kProbeEvery == 0;
   ++history.calls;
-  return probe;
+  if (due)
+    return PairsTry::Probe;
+  return history.lastUsed ? PairsTry::Trust : PairsTry::No;
 }
 
 bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength) {
@@ -152,7 +157,9 @@ bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength) {
   std::mutex *mutex = nullptr;
   auto &map = histories(mutex);
   std::lock_guard<std::mutex> lock(*mutex);
-  map[historyKey(args, n)].lastUsed = use;
+  PairsHistory &history = map[historyKey(args, n)];
+  history.measured = true;
+  history.lastUsed = use;
   return use;
 }
 

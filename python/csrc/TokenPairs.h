@@ -30,9 +30,10 @@
 // whose row repeats a key, or whose K exceeds the union kernel's scratch,
 // gets the disjoint layout (length 2K): still valid rows, at the cost of
 // two tokens. Under auto the first chunk's lengths are read back once to
-// decide; the other chunks follow without a read-back. A shape that did
-// not run on pairs is tried again only every kProbeEvery-th call, so
-// random indices (B2r) pay one chunk's build once in a while.
+// decide (on a shape's first call and every kProbeEvery-th: the calls
+// between, and a CUDA graph capture, follow the last answer without a
+// read-back), so random indices (B2r) pay one chunk's build once in a
+// while; the other chunks follow without a read-back.
 // alignedPairRows is the same construction in ATen ops (sorted rows): the
 // tests' reference layout; it returns the union in ascending key order,
 // the kernel in the first row's order.
@@ -70,14 +71,19 @@ struct PairsEnvironment {
 /// Reads and checks the environment (an error names the variable).
 PairsEnvironment readPairsEnvironment();
 
-/// Whether this call tries token pairs: `available` says the library has
-/// the tokens = 2 kernel and its pair-union kernel for the call. Under
-/// SMLA_PAIRS=on a call that cannot is an error saying why.
-bool tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
-                   bool available);
+/// How a call tries token pairs: not at all, measuring the union on the
+/// first chunk (Probe, SMLA_PAIRS=auto), or without a read-back (Trust:
+/// SMLA_PAIRS=on, or auto following its last answer for the shape).
+enum class PairsTry { No, Probe, Trust };
+
+/// `available` says the library has the tokens = 2 kernel and its
+/// pair-union kernel for the call. Under SMLA_PAIRS=on a call that cannot
+/// run on pairs is an error saying why.
+PairsTry tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
+                       bool available);
 
 /// Whether pairs whose rows are `meanLength` slots long on average pay
-/// (SMLA_PAIRS=auto); remembers the answer for the shape.
+/// (SMLA_PAIRS=auto, a Probe call); remembers the answer for the shape.
 bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength);
 
 /// Pairs per launch: the rows a chunk builds (2K slots per token) stay
