@@ -39,6 +39,25 @@ std::string readEnvInt(const char *name, int64_t min, int64_t &out) {
   return "";
 }
 
+size_t readEnvChoice(const char *name,
+                     std::initializer_list<const char *> choices) {
+  const char *value = std::getenv(name);
+  std::string given = value != nullptr ? value : "";
+  if (given.empty())
+    return 0;
+  std::string expected;
+  size_t i = 0;
+  for (const char *choice : choices) {
+    if (given == choice)
+      return i;
+    expected += i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ";
+    expected += choice;
+    ++i;
+  }
+  TORCH_CHECK(false, kOpName, ": environment variable ", name, " must be ",
+              expected, ", got '", given, "'");
+}
+
 namespace {
 
 
@@ -138,8 +157,10 @@ bool measuredSorted(const BwdArgs &args, const BwdSizes &n, int64_t window,
   return probe->sorted;
 }
 
-} // namespace
-
+/// CTAs of `bwd` that one SM of `prop` holds, from its threads and shared
+/// memory (smla-compile fits the registers to the CTAs per SM it stages
+/// for; the device reports the shared memory per SM and the part it keeps
+/// per CTA).
 int64_t residentCtasPerSm(const runtime::KernelEntry &bwd,
                           const cudaDeviceProp &prop) {
   int64_t threads =
@@ -152,6 +173,8 @@ int64_t residentCtasPerSm(const runtime::KernelEntry &bwd,
   return std::max<int64_t>(1, std::min(bySmem, byThreads));
 }
 
+} // namespace
+
 bool isCapturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   return cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
@@ -160,17 +183,8 @@ bool isCapturing(cudaStream_t stream) {
 
 WalkEnvironment readWalkEnvironment() {
   WalkEnvironment env;
-  const char *value = std::getenv("SMLA_WALK");
-  std::string mode = value != nullptr ? value : "";
-  TORCH_CHECK(mode.empty() || mode == "auto" || mode == "sorted" ||
-                  mode == "given",
-              kOpName,
-              ": environment variable SMLA_WALK must be auto, sorted or "
-              "given, got '",
-              mode, "'");
-  env.mode = mode == "sorted"  ? WalkEnvironment::Sorted
-             : mode == "given" ? WalkEnvironment::Given
-                               : WalkEnvironment::Auto;
+  env.mode = static_cast<WalkEnvironment::Mode>(
+      readEnvChoice("SMLA_WALK", {"auto", "sorted", "given"}));
   std::string wrong = readEnvInt("SMLA_WALK_PERIOD", 0, env.period);
   if (wrong.empty())
     wrong = readEnvInt("SMLA_WALK_CHUNK_TOKENS", 1, env.chunkTokens);

@@ -70,16 +70,15 @@ struct WalkEnvironment {
   int64_t l2Bytes = -1;
 };
 
-/// CTAs of `bwd` that one SM of `prop` holds, from its threads and shared
-/// memory (smla-compile fits the registers to the CTAs per SM it stages
-/// for; the device reports the shared memory per SM and the part it keeps
-/// per CTA).
-int64_t residentCtasPerSm(const runtime::KernelEntry &bwd,
-                          const cudaDeviceProp &prop);
-
 /// Reads the integer environment variable `name` into `out` (-1 when
 /// unset); returns what is wrong with it, or "" when it is fine.
 std::string readEnvInt(const char *name, int64_t min, int64_t &out);
+
+/// The position of the environment variable `name` among `choices`; 0
+/// (the first choice) when it is unset or empty. Any other value is an
+/// error that names the variable and the choices.
+size_t readEnvChoice(const char *name,
+                     std::initializer_list<const char *> choices);
 
 /// Whether `stream` is capturing a CUDA graph (nothing may synchronize).
 bool isCapturing(cudaStream_t stream);

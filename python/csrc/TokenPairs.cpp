@@ -50,16 +50,8 @@ std::map<HistoryKey, PairsHistory> &histories(std::mutex *&mutex) {
 
 PairsEnvironment readPairsEnvironment() {
   PairsEnvironment env;
-  const char *value = std::getenv("SMLA_PAIRS");
-  std::string mode = value != nullptr ? value : "";
-  TORCH_CHECK(mode.empty() || mode == "auto" || mode == "on" || mode == "off",
-              kOpName,
-              ": environment variable SMLA_PAIRS must be auto, on or off, "
-              "got '",
-              mode, "'");
-  env.mode = mode == "on"    ? PairsMode::On
-             : mode == "off" ? PairsMode::Off
-                             : PairsMode::Auto;
+  env.mode = static_cast<PairsMode>(
+      readEnvChoice("SMLA_PAIRS", {"auto", "on", "off"}));
   std::string wrong = readEnvInt("SMLA_PAIRS_CHUNK", 1, env.chunk);
   TORCH_CHECK(wrong.empty(), kOpName, ": ", wrong);
   return env;
