@@ -22,12 +22,16 @@ Value mlir::smla::emitReduce(
 
 std::pair<Value, Value> mlir::smla::splitQuad(OpBuilder &b, Location loc,
                                               Value q, int64_t width) {
-  Value nq = arith::ConstantIndexOp::create(b, loc, width / 4);
-  Value row = arith::DivUIOp::create(b, loc, q, nq);
-  Value col =
-      arith::MulIOp::create(b, loc, arith::RemUIOp::create(b, loc, q, nq),
-                            arith::ConstantIndexOp::create(b, loc, 4));
-  return {row, col};
+  auto [row, quad] = splitRow(b, loc, q, width / 4);
+  return {row, arith::MulIOp::create(b, loc, quad,
+                                     arith::ConstantIndexOp::create(b, loc, 4))};
+}
+
+std::pair<Value, Value> mlir::smla::splitRow(OpBuilder &b, Location loc,
+                                             Value q, int64_t n) {
+  Value nv = arith::ConstantIndexOp::create(b, loc, n);
+  return {arith::DivUIOp::create(b, loc, q, nv),
+          arith::RemUIOp::create(b, loc, q, nv)};
 }
 
 Value mlir::smla::loadVecF32(OpBuilder &b, Location loc, Value memref,

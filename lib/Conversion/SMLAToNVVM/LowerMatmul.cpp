@@ -34,9 +34,7 @@ void mlir::smla::lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma) {
   int64_t width = op.getLhs().getType().getDimSize(2);
   e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
     Location loc = e.loc;
-    Value nb = arith::ConstantIndexOp::create(b, loc, block);
-    Value h = arith::DivUIOp::create(b, loc, q, nb);
-    Value j = arith::RemUIOp::create(b, loc, q, nb);
+    auto [h, j] = splitRow(b, loc, q, block);
     Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
     auto v8 = VectorType::get({8}, b.getF32Type());
     Value zeros = arith::ConstantOp::create(

@@ -233,56 +233,54 @@ void mlir::smla::lowerPairUnion(CtaEmitter &e, PairUnionOp op) {
     u.store(tb, u.i32(tb, 0), op.getRanks(), flagAt);
   });
   u.barrier();
-  // 1. The first row's keys, with their slots.
-  e.ctaLoop(topk, [&](OpBuilder &lb, Value i) {
-    std::pair<Value, Value> kv = u.key(lb, first, i);
-    Value k = kv.first, ok = kv.second;
-    u.ifThen(lb, ok, [&](OpBuilder &tb) {
-      std::pair<Value, Value> slot = u.claim(tb, k);
-      Value h = slot.first, old = slot.second;
-      Value fresh = arith::CmpIOp::create(tb, loc, arith::CmpIPredicate::eq,
-                                          old, u.i32(tb, kEmpty));
-      u.ifThen(tb, fresh, [&](OpBuilder &fb) {
-        u.store(fb, arith::IndexCastOp::create(fb, loc, fb.getI32Type(), i),
-                op.getPositions(), h);
+  // Each valid key of `row` claims its table entry h; `body` gets the slot,
+  // h and whether the entry was empty before the claim.
+  auto claimRow = [&](Value row,
+                      function_ref<void(OpBuilder &, Value, Value, Value)> body) {
+    e.ctaLoop(topk, [&](OpBuilder &lb, Value i) {
+      std::pair<Value, Value> kv = u.key(lb, row, i);
+      u.ifThen(lb, kv.second, [&](OpBuilder &tb) {
+        std::pair<Value, Value> slot = u.claim(tb, kv.first);
+        Value fresh = arith::CmpIOp::create(
+            tb, loc, arith::CmpIPredicate::eq, slot.second, u.i32(tb, kEmpty));
+        body(tb, i, slot.first, fresh);
       });
-      u.flagRepeat(tb, arith::XOrIOp::create(
-                           tb, loc, fresh,
-                           arith::ConstantOp::create(tb, loc,
-                                                     tb.getBoolAttr(true))),
-                   flagAt);
     });
+  };
+  // 1. The first row's keys, with their slots.
+  claimRow(first, [&](OpBuilder &tb, Value i, Value h, Value fresh) {
+    u.ifThen(tb, fresh, [&](OpBuilder &fb) {
+      u.store(fb, arith::IndexCastOp::create(fb, loc, fb.getI32Type(), i),
+              op.getPositions(), h);
+    });
+    u.flagRepeat(tb, arith::XOrIOp::create(
+                         tb, loc, fresh,
+                         arith::ConstantOp::create(tb, loc,
+                                                   tb.getBoolAttr(true))),
+                 flagAt);
   });
   u.barrier();
   // 2. The second row's keys: shared ones marked, own ones inserted and
   // counted (ranks[j] = 1 until the scan).
-  e.ctaLoop(topk, [&](OpBuilder &lb, Value j) {
-    std::pair<Value, Value> kv = u.key(lb, second, j);
-    Value k = kv.first, ok = kv.second;
-    u.ifThen(lb, ok, [&](OpBuilder &tb) {
-      std::pair<Value, Value> slot = u.claim(tb, k);
-      Value h = slot.first, old = slot.second;
-      Value fresh = arith::CmpIOp::create(tb, loc, arith::CmpIPredicate::eq,
-                                          old, u.i32(tb, kEmpty));
-      auto kind = scf::IfOp::create(tb, loc, fresh, /*withElse=*/true);
-      {
-        OpBuilder::InsertionGuard g(tb);
-        tb.setInsertionPointToStart(&kind.getThenRegion().front());
-        u.store(tb, u.i32(tb, 1), op.getRanks(), j);
-        tb.setInsertionPointToStart(&kind.getElseRegion().front());
-        Value before = memref::AtomicRMWOp::create(
-            tb, loc, arith::AtomicRMWKind::ori, u.i32(tb, kShared),
-            op.getPositions(), ValueRange{h});
-        // An own key (kOwn < 0) or one marked before: a repeat.
-        Value marked = arith::CmpIOp::create(
-            tb, loc, arith::CmpIPredicate::ne,
-            arith::AndIOp::create(tb, loc, before, u.i32(tb, kShared)),
-            u.i32(tb, 0));
-        Value own = arith::CmpIOp::create(tb, loc, arith::CmpIPredicate::slt,
-                                          before, u.i32(tb, 0));
-        u.flagRepeat(tb, arith::OrIOp::create(tb, loc, marked, own), flagAt);
-      }
-    });
+  claimRow(second, [&](OpBuilder &tb, Value j, Value h, Value fresh) {
+    auto kind = scf::IfOp::create(tb, loc, fresh, /*withElse=*/true);
+    {
+      OpBuilder::InsertionGuard g(tb);
+      tb.setInsertionPointToStart(&kind.getThenRegion().front());
+      u.store(tb, u.i32(tb, 1), op.getRanks(), j);
+      tb.setInsertionPointToStart(&kind.getElseRegion().front());
+      Value before = memref::AtomicRMWOp::create(
+          tb, loc, arith::AtomicRMWKind::ori, u.i32(tb, kShared),
+          op.getPositions(), ValueRange{h});
+      // An own key (kOwn < 0) or one marked before: a repeat.
+      Value marked = arith::CmpIOp::create(
+          tb, loc, arith::CmpIPredicate::ne,
+          arith::AndIOp::create(tb, loc, before, u.i32(tb, kShared)),
+          u.i32(tb, 0));
+      Value own = arith::CmpIOp::create(tb, loc, arith::CmpIPredicate::slt,
+                                        before, u.i32(tb, 0));
+      u.flagRepeat(tb, arith::OrIOp::create(tb, loc, marked, own), flagAt);
+    }
   });
   u.barrier();
   // 3. Exclusive ranks of the own keys: each thread sums a run of slots,

@@ -270,9 +270,7 @@ private:
     double clamp = op.getClamp()->convertToDouble();
     e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
       Location loc = e.loc;
-      Value nb = arith::ConstantIndexOp::create(b, loc, block);
-      Value h = arith::DivUIOp::create(b, loc, q, nb);
-      Value j = arith::RemUIOp::create(b, loc, q, nb);
+      auto [h, j] = splitRow(b, loc, q, block);
       Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
       Value lse = memref::LoadOp::create(b, loc, op.getLse(),
                                          ValueRange{op.getToken(), head});
@@ -318,9 +316,7 @@ private:
         scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(), 1.0);
     e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
       Location loc = e.loc;
-      Value nb = arith::ConstantIndexOp::create(b, loc, block);
-      Value h = arith::DivUIOp::create(b, loc, q, nb);
-      Value j = arith::RemUIOp::create(b, loc, q, nb);
+      auto [h, j] = splitRow(b, loc, q, block);
       Value p = memref::LoadOp::create(b, loc, op.getProbs(), ValueRange{h, j});
       Value dp = memref::LoadOp::create(b, loc, op.getDp(), ValueRange{h, j});
       Value delta =

@@ -58,6 +58,10 @@ struct CtaEmitter {
 std::pair<Value, Value> splitQuad(OpBuilder &b, Location loc, Value q,
                                   int64_t width);
 
+/// Splits a flat index over rows of `n` elements into (row, column).
+std::pair<Value, Value> splitRow(OpBuilder &b, Location loc, Value q,
+                                 int64_t n);
+
 /// acc = init; for (iv = lb; iv < ub; iv += step) acc = fn(iv, acc)
 Value emitReduce(OpBuilder &b, Location loc, Value lb, Value ub, Value step,
                  Value init, function_ref<Value(OpBuilder &, Value, Value)> fn);

@@ -181,6 +181,16 @@ static LogicalResult checkLength(Operation *op, StringRef a, int64_t la,
   return success();
 }
 
+/// `what` reads `width` columns of a tile that has `tileWidth`.
+static LogicalResult checkWithinTile(Operation *op, StringRef what,
+                                     int64_t width, int64_t tileWidth) {
+  if (width > tileWidth)
+    return op->emitOpError() << what << " (" << width
+                             << ") exceeds the tile width (" << tileWidth
+                             << ")";
+  return success();
+}
+
 LogicalResult DeltaOp::verify() {
   if (getO().getType() != getDout().getType())
     return emitOpError() << "operands 'o' and 'dout' must have the same type";
@@ -238,11 +248,8 @@ LogicalResult TileDotOp::verify() {
   if (failed(checkLength(*this, "result columns", dim(getResult(), 1),
                          "tile rows", dim(getTile(), 0))))
     return failure();
-  if (dim(getLhs(), 2) > dim(getTile(), 1))
-    return emitOpError() << "contraction width (" << dim(getLhs(), 2)
-                         << ") exceeds the tile width (" << dim(getTile(), 1)
-                         << ")";
-  return success();
+  return checkWithinTile(*this, "contraction width", dim(getLhs(), 2),
+                         dim(getTile(), 1));
 }
 
 LogicalResult SoftmaxOp::verify() {
@@ -298,11 +305,8 @@ LogicalResult DqAccumulateOp::verify() {
       failed(checkLength(*this, "acc rows", dim(getAcc(), 0), "ds rows",
                          dim(getDs(), 0))))
     return failure();
-  if (dim(getAcc(), 1) > dim(getTile(), 1))
-    return emitOpError() << "acc width (" << dim(getAcc(), 1)
-                         << ") exceeds the tile width (" << dim(getTile(), 1)
-                         << ")";
-  return success();
+  return checkWithinTile(*this, "acc width", dim(getAcc(), 1),
+                         dim(getTile(), 1));
 }
 
 LogicalResult ScatterDkvOp::verify() {
