@@ -23,8 +23,8 @@ Value mlir::smla::emitReduce(
 std::pair<Value, Value> mlir::smla::splitQuad(OpBuilder &b, Location loc,
                                               Value q, int64_t width) {
   auto [row, quad] = splitRow(b, loc, q, width / 4);
-  return {row, arith::MulIOp::create(b, loc, quad,
-                                     arith::ConstantIndexOp::create(b, loc, 4))};
+  Value four = arith::ConstantIndexOp::create(b, loc, 4);
+  return {row, arith::MulIOp::create(b, loc, quad, four)};
 }
 
 std::pair<Value, Value> mlir::smla::splitRow(OpBuilder &b, Location loc,

@@ -235,8 +235,8 @@ void mlir::smla::lowerPairUnion(CtaEmitter &e, PairUnionOp op) {
   u.barrier();
   // Each valid key of `row` claims its table entry h; `body` gets the slot,
   // h and whether the entry was empty before the claim.
-  auto claimRow = [&](Value row,
-                      function_ref<void(OpBuilder &, Value, Value, Value)> body) {
+  using ClaimFn = function_ref<void(OpBuilder &, Value, Value, Value)>;
+  auto claimRow = [&](Value row, ClaimFn body) {
     e.ctaLoop(topk, [&](OpBuilder &lb, Value i) {
       std::pair<Value, Value> kv = u.key(lb, row, i);
       u.ifThen(lb, kv.second, [&](OpBuilder &tb) {

@@ -181,6 +181,15 @@ static LogicalResult checkLength(Operation *op, StringRef a, int64_t la,
   return success();
 }
 
+/// The lanes of an optional vector operand `v` (named `a`), when present.
+static LogicalResult checkLanes(Operation *op, StringRef a, Value v,
+                                StringRef b, int64_t lb) {
+  if (!v)
+    return success();
+  return checkLength(op, a, cast<VectorType>(v.getType()).getNumElements(), b,
+                     lb);
+}
+
 /// `what` reads `width` columns of a tile that has `tileWidth`.
 static LogicalResult checkWithinTile(Operation *op, StringRef what,
                                      int64_t width, int64_t tileWidth) {
@@ -229,9 +238,8 @@ LogicalResult GatherOp::verify() {
   if (failed(checkLength(*this, "tile rows", dim(getTile(), 0),
                          "the number of indices", lanes)))
     return failure();
-  if (getMask() &&
-      failed(checkLength(*this, "mask", getMask().getType().getNumElements(),
-                         "the number of indices", lanes)))
+  if (failed(checkLanes(*this, "mask", getMask(), "the number of indices",
+                        lanes)))
     return failure();
   if (getIssueOnly() && getWaitOnly())
     return emitOpError() << "cannot be both issue_only and wait_only";
@@ -259,13 +267,9 @@ LogicalResult SoftmaxOp::verify() {
   int64_t hg = dim(getScores(), 0), b = dim(getScores(), 1);
   if (failed(checkHeadsPerGroup(*this, "lse", getLse(), hg)))
     return failure();
-  if (getMask() &&
-      failed(checkLength(*this, "mask", getMask().getType().getNumElements(),
-                         "the block size", b)))
+  if (failed(checkLanes(*this, "mask", getMask(), "the block size", b)))
     return failure();
-  if (getLive() &&
-      failed(checkLength(*this, "live", getLive().getType().getNumElements(),
-                         "the heads per group", hg)))
+  if (failed(checkLanes(*this, "live", getLive(), "the heads per group", hg)))
     return failure();
   if (Value pair = getPairMask()) {
     if (!getMask())
@@ -318,9 +322,8 @@ LogicalResult ScatterDkvOp::verify() {
       failed(checkLength(*this, "ds columns", dim(getDs(), 1),
                          "the number of indices", lanes)))
     return failure();
-  if (getMask() &&
-      failed(checkLength(*this, "mask", getMask().getType().getNumElements(),
-                         "the number of indices", lanes)))
+  if (failed(checkLanes(*this, "mask", getMask(), "the number of indices",
+                        lanes)))
     return failure();
   if (dim(getDkv(), 2) != dim(getQ(), 2))
     return emitOpError() << "dkv width (" << dim(getDkv(), 2)
