@@ -14,7 +14,9 @@
 // instruction); cp.reduce.async.bulk of each 2304 B row from a shared
 // stage (wait_group.read before the stage is rewritten); "spec": warps 0-7
 // compute and warps 8-15 issue all the reductions (compute-8: warps 0-7
-// compute, nobody reduces). The check compares red and bulk results.
+// compute, nobody reduces); red.v2: the red.v4 bytes as twice as many
+// red.global.add.v2.f32 (thirteenth session). The check compares red and
+// bulk results.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -41,7 +43,23 @@ __device__ void reduceBlock(float* dkv, const int* rows, int w, int warps,
     red4(dkv + (size_t)r1 * W + col, v, v, v, v);
   }
 }
-template <int MODE>  // 0 compute only, 1 red, 2 bulk, 3 specialised (warps >= 8 reduce), 4 compute on 8 warps only
+// The same bytes as red.global.add.v2.f32 in the layout of an mma / wgmma
+// C fragment without the even/odd split: lane (gr, q) adds columns c0 +
+// 2q + {0, 1} and c0 + 8 + 2q + {0, 1} of rows gr and gr + 8 (twice the
+// instructions of reduceBlock).
+__device__ void reduceBlockV2(float* dkv, const int* rows, int w, int warps,
+                              int lane, float v) {
+  int gr = lane >> 2, q = lane & 3;
+  int j0 = (w % 4) * 16 + gr, j1 = j0 + 8;
+  int r0 = rows[j0], r1 = rows[j1];
+  for (int cg = w / 4; cg < W / 16; cg += warps / 4)
+    for (int half = 0; half < 2; ++half) {
+      int col = cg * 16 + 8 * half + 2 * q;
+      asm volatile("red.global.add.v2.f32 [%0], {%1,%2};" :: "l"(dkv + (size_t)r0 * W + col), "f"(v), "f"(v) : "memory");
+      asm volatile("red.global.add.v2.f32 [%0], {%1,%2};" :: "l"(dkv + (size_t)r1 * W + col), "f"(v), "f"(v) : "memory");
+    }
+}
+template <int MODE>  // 0 compute only, 1 red, 2 bulk, 3 specialised (warps >= 8 reduce), 4 compute on 8 warps only, 5 red.v2
 __global__ void __launch_bounds__(512, 1) k(float* dkv, const int* idx, int steps, int work, int smem) {
   extern __shared__ __align__(128) float stage[];
   int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -56,6 +74,7 @@ __global__ void __launch_bounds__(512, 1) k(float* dkv, const int* idx, int step
     const int* rows = idx + ((size_t)blockIdx.x * steps + s) * BLOCK;
     if (MODE == 3 && warp >= 8)
       reduceBlock(dkv, rows, warp - 8, 8, lane, acc);
+    if (MODE == 5) reduceBlockV2(dkv, rows, warp, 16, lane, acc);
     if (MODE == 1) {
       reduceBlock(dkv, rows, warp, 16, lane, acc);
     } else if (MODE == 2) {
@@ -105,11 +124,12 @@ int main(int argc, char** argv) {
   cudaFuncSetAttribute(k<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes_smem);
   cudaFuncSetAttribute(k<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes_smem);
   cudaFuncSetAttribute(k<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes_smem);
+  cudaFuncSetAttribute(k<5>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes_smem);
   cudaEvent_t a, b; cudaEventCreate(&a); cudaEventCreate(&b);
   double bytes = (double)n * W * 4;
   for (int work : {0, 1000, 2000, 4000}) {
-    float t[5];
-    for (int mode = 0; mode < 5; ++mode) {
+    float t[6];
+    for (int mode = 0; mode < 6; ++mode) {
       float best = 1e9;
       for (int rep = 0; rep < 5; ++rep) {
         cudaMemset(dkv, 0, (size_t)S * W * 4);
@@ -119,12 +139,13 @@ int main(int argc, char** argv) {
         if (mode == 2) k<2><<<ctas, 512, bytes_smem>>>(dkv, idx, steps, work, smem);
         if (mode == 3) k<3><<<ctas, 512, bytes_smem>>>(dkv, idx, steps, work, smem);
         if (mode == 4) k<4><<<ctas, 512, bytes_smem>>>(dkv, idx, steps, work, smem);
+        if (mode == 5) k<5><<<ctas, 512, bytes_smem>>>(dkv, idx, steps, work, smem);
         cudaEventRecord(b); cudaEventSynchronize(b);
         float ms; cudaEventElapsedTime(&ms, a, b); if (ms < best) best = ms;
       }
       t[mode] = best;
     }
-    printf("band %d smem %d work %d: compute %.3f ms | red.v4 %.3f ms (%.2f TB/s of reductions) | bulk %.3f ms | spec %.3f (compute-8 %.3f)\n", band, smem, work, t[0], t[1], bytes / (t[1] * 1e-3) / 1e12, t[2], t[3], t[4]);
+    printf("band %d smem %d work %d: compute %.3f ms | red.v4 %.3f ms (%.2f TB/s of reductions) | bulk %.3f ms | spec %.3f (compute-8 %.3f) | red.v2 %.3f ms\n", band, smem, work, t[0], t[1], bytes / (t[1] * 1e-3) / 1e12, t[2], t[3], t[4], t[5]);
   }
   {
     size_t m = (size_t)S * W; std::vector<float> r1(m), r2(m);
