@@ -62,6 +62,19 @@ __device__ __forceinline__ void chain(float* d, const __nv_bfloat16* kt,
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
 
+// An m64n64 accumulator over [q; do] into the S and dP tiles:
+// d[4i + {0,1,2,3}] = keys j0 (+8), rows 8 (i % 4) + kq (+1); i < 4 S, else dP.
+__device__ __forceinline__ void storeD64(const float* d, float* S, float* P, int j0, int kq) {
+  for (int i = 0; i < 8; ++i) {
+    float* T = i < 4 ? S : P;
+    int h = 8 * (i % 4) + kq;
+    T[h * SROW + j0] = d[4 * i];
+    T[(h + 1) * SROW + j0] = d[4 * i + 1];
+    T[h * SROW + j0 + 8] = d[4 * i + 2];
+    T[(h + 1) * SROW + j0 + 8] = d[4 * i + 3];
+  }
+}
+
 struct Inputs { const __nv_bfloat16 *k, *q, *dout; };
 
 // Shared memory: row-major tiles (mma) or canonical ones (wgmma), then the
@@ -168,15 +181,7 @@ __global__ void __launch_bounds__(512, 1) products(Inputs in, int iters, float* 
           asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory");
         }
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        int j0 = 16 * w4 + gr;
-        for (int i = 0; i < 8; ++i) {
-          float* T = i < 4 ? S : P;
-          int h = 8 * (i % 4) + kq;
-          T[h * SROW + j0] = d[4 * i];
-          T[(h + 1) * SROW + j0] = d[4 * i + 1];
-          T[h * SROW + j0 + 8] = d[4 * i + 2];
-          T[(h + 1) * SROW + j0 + 8] = d[4 * i + 3];
-        }
+        storeD64(d, S, P, 16 * w4 + gr, kq);
       }
     } else if (MODE == 3) {
       int wg = warp / 4, w4 = warp % 4, gr = lane / 4, kq = 2 * (lane % 4);
@@ -199,15 +204,7 @@ __global__ void __launch_bounds__(512, 1) products(Inputs in, int iters, float* 
                   desc(kb + 2 * s * 2 * ROWS * 16, 2 * ROWS * 16, 128), 1);
         asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
-        int j0 = 16 * w4 + gr;
-        for (int i = 0; i < 8; ++i) {
-          float* T = i < 4 ? S : P;
-          int h = 8 * (i % 4) + kq;
-          T[h * SROW + j0] = d[4 * i];
-          T[(h + 1) * SROW + j0] = d[4 * i + 1];
-          T[h * SROW + j0 + 8] = d[4 * i + 2];
-          T[(h + 1) * SROW + j0 + 8] = d[4 * i + 3];
-        }
+        storeD64(d, S, P, 16 * w4 + gr, kq);
       }
     } else {
       int wg = warp / 4, w4 = warp % 4, gr = lane / 4, kq = 2 * (lane % 4);
@@ -255,20 +252,7 @@ __global__ void __launch_bounds__(512, 1) products(Inputs in, int iters, float* 
 template <int MODE>
 float run(Inputs in, int iters, float* out, int swap, int smemBytes) {
   CHECK(cudaFuncSetAttribute(products<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, smemBytes));
-  products<MODE><<<132, 512, smemBytes>>>(in, 1, out, swap);
-  CHECK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  cudaEventCreate(&a); cudaEventCreate(&b);
-  float best = 1e30f;
-  for (int rep = 0; rep < 5; ++rep) {
-    cudaEventRecord(a);
-    products<MODE><<<132, 512, smemBytes>>>(in, iters, out, swap);
-    cudaEventRecord(b);
-    CHECK(cudaEventSynchronize(b));
-    float ms; cudaEventElapsedTime(&ms, a, b);
-    best = fminf(best, ms);
-  }
-  return best;
+  return bestOf5([&](int n) { products<MODE><<<132, 512, smemBytes>>>(in, n, out, swap); }, iters);
 }
 
 int main(int argc, char** argv) {

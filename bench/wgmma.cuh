@@ -92,3 +92,22 @@ __device__ __forceinline__ void wgmma32r(float* d, const uint32_t* a, uint64_t b
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));
 }
 
+
+// One warm-up launch(1), then the best of 5 launch(iters), in ms.
+template <class Launch>
+float bestOf5(Launch launch, int iters) {
+  launch(1);
+  CHECK(cudaDeviceSynchronize());
+  cudaEvent_t a, b;
+  cudaEventCreate(&a); cudaEventCreate(&b);
+  float best = 1e30f;
+  for (int rep = 0; rep < 5; ++rep) {
+    cudaEventRecord(a);
+    launch(iters);
+    cudaEventRecord(b);
+    CHECK(cudaEventSynchronize(b));
+    float ms; cudaEventElapsedTime(&ms, a, b);
+    best = fminf(best, ms);
+  }
+  return best;
+}

@@ -185,20 +185,7 @@ __global__ void __launch_bounds__(512, 1) dkv(Inputs in, int iters, float* out, 
 template <int MODE>
 float run(Inputs in, int iters, float* out, int swap, int bytes) {
   CHECK(cudaFuncSetAttribute(dkv<MODE>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  dkv<MODE><<<132, 512, bytes>>>(in, 1, out, swap);
-  CHECK(cudaDeviceSynchronize());
-  cudaEvent_t a, b;
-  cudaEventCreate(&a); cudaEventCreate(&b);
-  float best = 1e30f;
-  for (int rep = 0; rep < 5; ++rep) {
-    cudaEventRecord(a);
-    dkv<MODE><<<132, 512, bytes>>>(in, iters, out, swap);
-    cudaEventRecord(b);
-    CHECK(cudaEventSynchronize(b));
-    float ms; cudaEventElapsedTime(&ms, a, b);
-    best = fminf(best, ms);
-  }
-  return best;
+  return bestOf5([&](int n) { dkv<MODE><<<132, 512, bytes>>>(in, n, out, swap); }, iters);
 }
 
 int main(int argc, char** argv) {
