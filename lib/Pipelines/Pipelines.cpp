@@ -39,15 +39,21 @@ void mlir::smla::buildCpuPipeline(OpPassManager &pm) {
 }
 
 void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
-                                        int64_t ctasPerSm, bool prefetchKeys) {
+                                        int64_t ctasPerSm, bool prefetchKeys,
+                                        bool wgmmaScatter) {
   buildGuardedPipeline(pm);
   SMLAGpuMapOptions mapOptions;
   mapOptions.threads = threads;
   mapOptions.ctasPerSm = ctasPerSm;
+  mapOptions.wgmmaScatter = wgmmaScatter;
   pm.addPass(createSMLAGpuMap(mapOptions));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   if (prefetchKeys)
     kernels.addPass(createSMLAPrefetchKeys());
+  kernels.addPass(createSMLADeferScatter());
+  // The split scatter's guard lives in its pack_dkv: checked here, while
+  // the tile ops are still there to check.
+  kernels.addPass(createSMLAVerifyGuards());
   kernels.addPass(createSMLAAllocateSmem());
   kernels.addPass(createSMLAVerifySmem());
   kernels.addPass(createSMLAInsertBarriers());

@@ -159,6 +159,10 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       ok = integer(s.ctasPerSm) && s.ctasPerSm >= 1 && s.ctasPerSm <= 32;
     else if (key == "positions")
       ok = boolean(s.positions);
+    else if (key == "scatter") {
+      ok = value == "mma" || value == "wgmma";
+      s.wgmmaScatter = value == "wgmma";
+    }
     else if (key == "dq")
       ok = type(s.dqF32);
     else if (key == "dkv")
@@ -173,7 +177,8 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     } else
       return fail("unknown configuration key '" + key +
                   "' (expected d, dt, heads, groups, block, head_blocks, "
-                  "tokens, lse, positions, dq, dkv, threads, ctas_per_sm)");
+                  "tokens, lse, positions, dq, dkv, threads, ctas_per_sm, "
+                  "scatter)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");

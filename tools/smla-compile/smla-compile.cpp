@@ -154,7 +154,8 @@ int main(int argc, char **argv) {
       if (!useMma)
         (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
       PassManager kernelsPm(&context);
-      buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys);
+      buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys,
+                             spec->wgmmaScatter);
       if (failed(kernelsPm.run(*module))) {
         if (!last) {
           if (!quiet)

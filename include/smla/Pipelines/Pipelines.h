@@ -26,7 +26,8 @@ void buildCpuPipeline(OpPassManager &pm);
 /// CTAs per SM. With `prefetchKeys`, each block's key gather is issued
 /// during the previous block (smla-prefetch-keys).
 void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
-                            int64_t ctasPerSm = 1, bool prefetchKeys = true);
+                            int64_t ctasPerSm = 1, bool prefetchKeys = true,
+                            bool wgmmaScatter = false);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

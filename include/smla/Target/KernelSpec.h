@@ -51,6 +51,11 @@ struct KernelSpec {
   /// smla-compile defaults (--cta-threads, --ctas-per-sm). Not part of the
   /// name: one library holds one variant of each configuration.
   int64_t threads = 0, ctasPerSm = 0;
+  /// Key `scatter`: `wgmma` runs the dKV scatter of a 32-row CTA at block
+  /// 64 on 512 threads on wgmma, deferred in column chunks over the next
+  /// block (smla-defer-scatter); `mma` (the default) keeps it on mma.sync.
+  /// Not part of the name either.
+  bool wgmmaScatter = false;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16
   /// (with `_s2` after the block for two head blocks per group, `_t2`

@@ -97,6 +97,13 @@ void operandEffects(Operation *op, SmallVectorImpl<Value> &reads,
       .Case([&](ScatterDkvOp o) {
         reads.append({o.getDs(), o.getProbs(), o.getQ(), o.getDout()});
       })
+      .Case([&](PackDkvOp o) {
+        reads.append({o.getDs(), o.getProbs()});
+        writes.append({o.getPacked(), o.getSlots()});
+      })
+      .Case([&](ScatterPackedOp o) {
+        reads.append({o.getPacked(), o.getSlots(), o.getQ(), o.getDout()});
+      })
       .Case([&](DeltaOp o) { writes.push_back(o.getDelta()); })
       .Case([&](StoreDqOp o) { reads.push_back(o.getAcc()); })
       .Case([&](linalg::FillOp o) {

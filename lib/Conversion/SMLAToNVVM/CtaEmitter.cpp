@@ -75,12 +75,22 @@ void mlir::smla::emitCount(OpBuilder &b, Location loc, Value counters,
   });
 }
 
-void mlir::smla::emitMaskedRedV4(OpBuilder &b, Location loc, ScatterDkvOp op,
-                                 Value valid, Value raw, Value col,
-                                 ValueRange four) {
-  auto dkvType = op.getDkv().getType();
+void mlir::smla::emitProxyFence(OpBuilder &b, Location loc) {
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{}, ValueRange{}, "fence.proxy.async.shared::cta;", "",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+}
+
+void mlir::smla::emitMaskedRed(OpBuilder &b, Location loc, Value dkv,
+                               Value group, Value valid, Value raw, Value col,
+                               ValueRange values) {
+  assert((values.size() == 2 || values.size() == 4) && "red.v2 or red.v4");
+  auto dkvType = cast<MemRefType>(dkv.getType());
   int64_t groups = dkvType.getDimSize(1), width = dkvType.getDimSize(2);
-  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, op.getDkv());
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, dkv);
   Value zero32 = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
   Value row = arith::IndexCastOp::create(
       b, loc, b.getIndexType(),
@@ -92,7 +102,7 @@ void mlir::smla::emitMaskedRedV4(OpBuilder &b, Location loc, ScatterDkvOp op,
           b, loc,
           arith::AddIOp::create(b, loc,
                                 arith::MulIOp::create(b, loc, row, cst(groups)),
-                                op.getGroup()),
+                                group),
           cst(width)),
       col);
   Value addr = arith::AddIOp::create(
@@ -103,11 +113,14 @@ void mlir::smla::emitMaskedRedV4(OpBuilder &b, Location loc, ScatterDkvOp op,
   Value p = LLVM::IntToPtrOp::create(b, loc, genericPtr, addr64);
   p = LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, p);
   SmallVector<Value> operands{p};
-  operands.append(four.begin(), four.end());
+  operands.append(values.begin(), values.end());
   operands.push_back(valid);
+  bool v4 = values.size() == 4;
   LLVM::InlineAsmOp::create(
       b, loc, TypeRange{}, operands,
-      "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b",
+      v4 ? "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};"
+         : "@$3 red.global.add.v2.f32 [$0], {$1, $2};",
+      v4 ? "l,f,f,f,f,b" : "l,f,f,b",
       /*has_side_effects=*/true, /*is_align_stack=*/false,
       LLVM::TailCallKind::None,
       LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),

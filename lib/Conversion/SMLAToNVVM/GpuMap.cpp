@@ -357,7 +357,8 @@ DenseMap<Value, Value> inPlaceTiles(func::FuncOp func) {
 }
 
 LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
-                          int64_t threads, int64_t ctasPerSm, bool mma) {
+                          int64_t threads, int64_t ctasPerSm, bool mma,
+                          bool wgmmaScatter) {
   FailureOr<Roles> roles = findRoles(func);
   if (failed(roles))
     return failure();
@@ -498,7 +499,7 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     int64_t budget =
         std::min(kMaxDynamicSmem, kSmemPerSm / ctasPerSm - kSmemReservedPerCta);
     stageTokenRows(b, loc, kernel, tensors, mapping, t, g, threads, *headBlocks,
-                   budget);
+                   budget, mma && wgmmaScatter);
   }
 
   // The dKV accumulator's zero fill and its final cast: one CTA per kv row.
@@ -581,7 +582,8 @@ struct SMLAGpuMapPass
         gpu::GPUModuleOp::create(b, module.getLoc(), "smla_kernels");
     bool withMma = mmaEnabled(module, mma);
     for (func::FuncOp func : funcs)
-      if (failed(mapFunction(func, gpuModule, threads, ctasPerSm, withMma)))
+      if (failed(mapFunction(func, gpuModule, threads, ctasPerSm, withMma,
+                             wgmmaScatter)))
         return signalPassFailure();
   }
 };

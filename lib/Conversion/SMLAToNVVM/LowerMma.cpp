@@ -63,11 +63,14 @@ struct DotLhs {
   Value base, rowBase, result;
   Rows rows;
   int64_t width;
+  /// The first row of the lhs in the canonical [q; do] tile, if staged so.
+  std::optional<int64_t> canonical;
 };
 
 DotLhs dotLhs(Mma &m, TileDotOp op, int64_t hg) {
   DotLhs l;
   l.base = m.base(op.getLhs());
+  l.canonical = canonicalRow(op.getLhs());
   l.rows = rowsOf(op.getLhs());
   l.rowBase = m.add(m.mul(op.getToken(), l.rows.tokenStride),
                     m.mul(m.mul(op.getHeadBlock(), hg), l.rows.rowStride));
@@ -139,12 +142,29 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
       Value aRow = m.add(m.mul(mt, 16), ldARow);
       aRow = m.sel(m.lt(aRow, hg), aRow, m.c(0));
       SmallVector<Value> aAddr;
-      for (const DotLhs &l : lhs)
+      for (const DotLhs &l : lhs) {
+        if (l.canonical) {
+          // Canonical [q; do] tile (StageTokenRows.cpp): row r, column c at
+          // ((c / 8) * 8 + r / 8) * 128 + 16 (r % 8) + 2 (c % 8); an
+          // ldmatrix row (8 columns) is 16 contiguous bytes.
+          Value r = m.add(aRow, *l.canonical);
+          aAddr.push_back(m.add(
+              l.base, m.add(m.add(m.mul(m.div(ldACol, 8), kCanonicalStride),
+                                  m.mul(m.div(r, 8), 128)),
+                            m.mul(m.rem(r, 8), 16))));
+          continue;
+        }
         aAddr.push_back(m.add(
             l.base,
             m.mul(m.add(m.add(l.rowBase, m.mul(aRow, l.rows.rowStride)),
                         ldACol),
                   2)));
+      }
+      // Bytes per column of k for each lhs: 2 row-major, 128 canonical
+      // (8 columns per core matrix column of 1024 bytes).
+      auto aBytes = [&](size_t i, Value k) {
+        return m.mul(k, lhs[i].canonical ? kCanonicalStride / 8 : 2);
+      };
       Value bAddr = m.add(
           tileBase, m.mul(m.add(m.mul(m.add(n0, bKey), tileW), ldBCol), 2));
       Value z = m.zeroF32();
@@ -153,13 +173,14 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
                        ValueRange init) {
         return m.reduce(to - from, 16, init,
                         [&](Value k, ValueRange c) -> SmallVector<Value> {
-                          Value kb = m.mul(m.add(k, from), 2);
+                          Value kAt = m.add(k, from);
+                          Value kb = m.mul(kAt, 2);
                           SmallVector<Value> b =
                               m.ldmatrix(m.add(bAddr, kb), 4, false);
                           SmallVector<Value> out(c);
                           for (size_t i = 0; i < products; ++i) {
-                            SmallVector<Value> a =
-                                m.ldmatrix(m.add(aAddr[i], kb), 4, false);
+                            SmallVector<Value> a = m.ldmatrix(
+                                m.add(aAddr[i], aBytes(i, kAt)), 4, false);
                             for (int64_t h = 0; h < 2; ++h) {
                               int64_t at = 4 * (2 * i + h);
                               SmallVector<Value> d =
@@ -191,6 +212,9 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
     return;
   }
 
+  if (llvm::any_of(lhs, [](const DotLhs &l) { return l.canonical; }))
+    llvm::report_fatal_error("smla: a canonical [q; do] tile reaches a "
+                             "tile_dot lowering other than the fused pair");
   m.warpLoop(warp, warps, mTiles * nTiles, [&](Value p) {
     Value mt = m.div(p, nTiles), nt = m.rem(p, nTiles);
     FragRows fr = m.fragRows(mt, gr, hg);

@@ -175,9 +175,9 @@ void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
         }
         ValueRange r = withV.getResults();
         Value col = m.add(c0, m.mul(kq, 2));
-        emitMaskedRedV4(b, loc, op, valid0, raw0, col,
+        emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid0, raw0, col,
                         ValueRange{r[0], r[4], r[1], r[5]});
-        emitMaskedRedV4(b, loc, op, valid1, raw1, col,
+        emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid1, raw1, col,
                         ValueRange{r[2], r[6], r[3], r[7]});
         scf::YieldOp::create(b, l);
       });

@@ -138,7 +138,8 @@ private:
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case<IndexLoadOp, IndexMaskOp, IndexPairOp, RowLiveOp, GatherOp,
               SoftmaxOp,
-              DScoresOp, ScatterDkvOp, DeltaOp, StoreDqOp, CastDkvOp,
+              DScoresOp, ScatterDkvOp, PackDkvOp, ScatterPackedOp, DeltaOp,
+              StoreDqOp, CastDkvOp,
               linalg::FillOp>([&](auto typed) { return lowerOp(e, typed); })
         .Case([&](TileDotOp typed) {
           if (fusedAway.contains(typed))
@@ -354,6 +355,25 @@ private:
         });
   }
 
+  // The deferred dKV scatter on wgmma (LowerScatterWgmma.cpp).
+  LogicalResult lowerOp(CtaEmitter &e, PackDkvOp op) {
+    if (!mma || e.threads != 512)
+      return op.emitOpError() << "needs the mma lowering and 512 threads";
+    lowerPackDkv(e, op, lanes.lookup(op.getMask()),
+                 lanes.lookup(op.getIndices()));
+    return success();
+  }
+  LogicalResult lowerOp(CtaEmitter &e, ScatterPackedOp op) {
+    if (!mma || e.threads != 512 || !canonicalRow(op.getQ()) ||
+        op.getQ().getType().getDimSize(2) / op.getChunks() !=
+            kWgmmaChunkColumns)
+      return op.emitOpError() << "needs the mma lowering, 512 threads, the "
+                                 "canonical [q; do] tile and chunks of "
+                              << kWgmmaChunkColumns << " columns";
+    lowerScatterPacked(e, op);
+    return success();
+  }
+
   LogicalResult lowerOp(CtaEmitter &e, ScatterDkvOp op) {
     auto dkvType = op.getDkv().getType();
     int64_t block = op.getDs().getType().getDimSize(1);
@@ -363,8 +383,12 @@ private:
         dkvType.isDynamicDim(2))
       return op.emitOpError() << "GPU scatter needs static dkv widths that "
                                  "are multiples of 4";
+    auto laneOf = [&](Value vec) -> LaneFn { return lanes.lookup(vec); };
+    if (canonicalRow(op.getQ()) || canonicalRow(op.getDout()))
+      return op.emitOpError() << "reads the canonical [q; do] tile: only "
+                                 "its wgmma form (smla-defer-scatter: "
+                                 "pack_dkv and scatter_packed) can";
     if (mma && canUseMma(op, e.threads)) {
-      auto laneOf = [&](Value vec) -> LaneFn { return lanes.lookup(vec); };
       lowerScatterDkvMma(e, op, laneOf(op.getMask()), laneOf(op.getIndices()));
       return success();
     }
@@ -393,7 +417,7 @@ private:
       SmallVector<Value> four;
       for (int64_t i = 0; i < 4; ++i)
         four.push_back(vector::ExtractOp::create(b, loc, acc, i));
-      emitMaskedRedV4(b, loc, op, valid, raw, c, four);
+      emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid, raw, c, four);
     });
     return success();
   }

@@ -37,10 +37,106 @@ static int64_t workgroupBytesUsed(gpu::GPUFuncOp kernel) {
 /// read at token 0 and head block 0. q is staged if it fits in `budget`
 /// bytes next to the tiles, then do if it still fits; scatter_dkv reads
 /// them staged only when both are.
+std::optional<int64_t> mlir::smla::canonicalRow(Value memref) {
+  auto cast = memref.getDefiningOp<memref::ReinterpretCastOp>();
+  if (!cast)
+    return std::nullopt;
+  auto row = cast->getAttrOfType<IntegerAttr>(kCanonicalRowAttr);
+  if (!row)
+    return std::nullopt;
+  return row.getInt();
+}
+
+/// Whether `kernel` stages q and do as one canonical [q; do] tile: its
+/// scatter_dkv takes the wgmma path (LowerScatterMma.cpp), which needs a
+/// 32-row CTA at block 64 on 512 threads and q columns in chunks of 48 per
+/// warpgroup.
+static bool wantsCanonical(gpu::GPUFuncOp kernel, int64_t threads,
+                           int64_t heads, int64_t w, int64_t d) {
+  bool ok = false;
+  kernel.walk([&](ScatterDkvOp op) {
+    auto ds = op.getDs().getType();
+    ok = ds.getDimSize(0) == kCanonicalHalf && ds.getDimSize(1) == 64;
+  });
+  return ok && threads == 512 && heads == kCanonicalHalf && w % 192 == 0 &&
+         d % 16 == 0 && d <= w;
+}
+
+/// Stages q (rows 0-31) and do (rows 32-63, zero past its width) as one
+/// 64-row tile in the canonical no-swizzle layout of wgmma: element (r, c)
+/// at byte ((c / 8) * 8 + r / 8) * 128 + 16 (r % 8) + 2 (c % 8). The ops
+/// get [1, 32, W] views marked with their first row (kCanonicalRowAttr);
+/// their strides are only a bound for the verifiers, the mma lowerings
+/// address the tile through canonicalRow.
+static void stageCanonical(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
+                           Value q, Value dout, Value t, Value firstRow,
+                           int64_t threads, int64_t w, int64_t d,
+                           DenseMap<Value, Value> &staged) {
+  MLIRContext *ctx = b.getContext();
+  auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto idx = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  const int64_t rows = 2 * kCanonicalHalf, chunks = w / 8;
+  Value buffer = memref::AllocaOp::create(
+      b, loc,
+      MemRefType::get({rows, w}, b.getBF16Type(), MemRefLayoutAttrInterface{},
+                      wgSpace));
+  // The copy's destination: [R / 8, 8, W / 8, 8] with strides [64, 8, 8 R, 1].
+  auto cells = MemRefType::get(
+      {rows / 8, 8, chunks, 8}, b.getBF16Type(),
+      StridedLayoutAttr::get(ctx, 0, {64, 8, 8 * rows, 1}), wgSpace);
+  Value dst = memref::ReinterpretCastOp::create(
+      b, loc, cells, buffer, 0, ArrayRef<int64_t>{rows / 8, 8, chunks, 8},
+      ArrayRef<int64_t>{64, 8, 8 * rows, 1});
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value zero = idx(0);
+  for (int i = 0; i < 2; ++i) {
+    Value src = i ? dout : q;
+    int64_t width = i ? d : w;
+    // for (e = tid; e < 32 * W / 8; e += threads): row h, chunk c.
+    auto loop = scf::ForOp::create(b, loc, tid, idx(kCanonicalHalf * chunks),
+                                   idx(threads));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value e = loop.getInductionVar();
+    Value h = arith::DivUIOp::create(b, loc, e, idx(chunks));
+    Value c = arith::RemUIOp::create(b, loc, e, idx(chunks));
+    Value r = arith::AddIOp::create(b, loc, h, idx(i * kCanonicalHalf));
+    // Chunks past the row's width copy 0 bytes (16 zero bytes written)
+    // from its first chunk, which exists.
+    Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, c,
+                                         idx(width / 8));
+    Value col = arith::SelectOp::create(
+        b, loc, inside, arith::MulIOp::create(b, loc, c, idx(8)), zero);
+    Value count = arith::SelectOp::create(b, loc, inside, idx(8), zero);
+    nvgpu::DeviceAsyncCopyOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), dst,
+        ValueRange{arith::DivUIOp::create(b, loc, r, idx(8)),
+                   arith::RemUIOp::create(b, loc, r, idx(8)), c, zero},
+        src, ValueRange{t, arith::AddIOp::create(b, loc, firstRow, h), col},
+        b.getIndexAttr(8), count, b.getUnitAttr());
+    b.setInsertionPointAfter(loop);
+  }
+  for (int i = 0; i < 2; ++i) {
+    int64_t width = i ? d : w;
+    auto layout = StridedLayoutAttr::get(
+        ctx, 0, {kCanonicalHalf * width, width, 1});
+    auto viewType = MemRefType::get({1, kCanonicalHalf, width},
+                                    b.getBF16Type(), layout, wgSpace);
+    auto view = memref::ReinterpretCastOp::create(
+        b, loc, viewType, buffer, 0,
+        ArrayRef<int64_t>{1, kCanonicalHalf, width},
+        ArrayRef<int64_t>{kCanonicalHalf * width, width, 1});
+    view->setAttr(kCanonicalRowAttr, b.getI64IntegerAttr(i * kCanonicalHalf));
+    staged[i ? dout : q] = view;
+  }
+}
+
 void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                     ArrayRef<std::pair<StringRef, Value>> tensors,
                     IRMapping &mapping, Value t, Value g, int64_t threads,
-                    int64_t headBlocks, int64_t budget) {
+                    int64_t headBlocks, int64_t budget, bool wgmma) {
   Value q, dout;
   for (auto [name, v] : tensors) {
     if (name == "q")
@@ -58,7 +154,12 @@ void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kerne
   int64_t widths[2] = {shapeOf(q).getDimSize(2), shapeOf(dout).getDimSize(2)};
   bool stage[2] = {false, false};
   int64_t used = workgroupBytesUsed(kernel);
-  for (int i = 0; i < 2; ++i) {
+  bool canonical =
+      wgmma && !ShapedType::isDynamic(widths[0]) &&
+      !ShapedType::isDynamic(widths[1]) &&
+      wantsCanonical(kernel, threads, heads, widths[0], widths[1]) &&
+      used + 2 * kCanonicalHalf * widths[0] * 2 <= budget;
+  for (int i = 0; i < 2 && !canonical; ++i) {
     int64_t w = widths[i];
     if (ShapedType::isDynamic(heads) || ShapedType::isDynamic(w) || w % 8)
       return;
@@ -67,6 +168,8 @@ void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kerne
     if (stage[i])
       used += bytes;
   }
+  if (canonical)
+    stage[0] = stage[1] = true;
   if (!stage[0] && !stage[1])
     return;
   SmallVector<Attribute> stagedNames;
@@ -85,7 +188,10 @@ void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kerne
   Value firstRow = arith::MulIOp::create(b, loc, g, idx(heads));
   DenseMap<Value, Value> staged;
   Value sources[2] = {q, dout};
-  for (int i = 0; i < 2; ++i) {
+  if (canonical)
+    stageCanonical(b, loc, kernel, q, dout, t, firstRow, threads, widths[0],
+                   widths[1], staged);
+  for (int i = 0; i < 2 && !canonical; ++i) {
     if (!stage[i])
       continue;
     Value src = sources[i];
@@ -121,6 +227,10 @@ void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kerne
   Value copies = nvgpu::DeviceAsyncCreateGroupOp::create(
       b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), ValueRange{});
   nvgpu::DeviceAsyncWaitOp::create(b, loc, copies, b.getI32IntegerAttr(0));
+  // wgmma reads the canonical tile through the async proxy: order the
+  // copies (generic proxy) before it, in every thread, before the barrier.
+  if (canonical)
+    emitProxyFence(b, loc);
   gpu::BarrierOp::create(b, loc);
 
   // Only ops that read the CTA's own rows (token t, head block g) move to

@@ -77,16 +77,26 @@ Value headIndex(OpBuilder &b, Location loc, Value block, int64_t hb, Value h);
 void emitCount(OpBuilder &b, Location loc, Value counters, int64_t slot,
                Value cond);
 
-/// `@valid red.global.add.v4.f32 [dkv[select(valid, raw, 0), g, col]], four`:
-/// a masked lane adds nothing and its index never becomes an address.
-void emitMaskedRedV4(OpBuilder &b, Location loc, ScatterDkvOp op, Value valid,
-                     Value raw, Value col, ValueRange four);
+/// `@valid red.global.add.v{2,4}.f32 [dkv[select(valid, raw, 0), g, col]],
+/// values` (2 or 4 consecutive columns): a masked lane adds nothing and its
+/// index never becomes an address.
+void emitMaskedRed(OpBuilder &b, Location loc, Value dkv, Value group,
+                   Value valid, Value raw, Value col, ValueRange values);
 
 /// scatter_dkv on tensor cores (LowerScatterMma.cpp); `mask` and `index`
 /// give the lanes of the op's mask and index vectors.
 bool canUseMma(ScatterDkvOp op, int64_t threads);
 void lowerScatterDkvMma(CtaEmitter &e, ScatterDkvOp op, const LaneFn &mask,
                         const LaneFn &index);
+/// The dKV scatter on wgmma (LowerScatterWgmma.cpp), for q and do staged
+/// as the canonical [q; do] tile: smla-defer-scatter splits a scatter_dkv
+/// for which canUseWgmma holds into pack_dkv and scatter_packed chunks of
+/// kWgmmaChunkColumns columns (48 per warpgroup).
+constexpr int64_t kWgmmaChunkColumns = 192;
+bool canUseWgmma(ScatterDkvOp op, int64_t threads);
+void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
+                  const LaneFn &index);
+void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op);
 
 /// tile_dot and dq_accumulate, on CUDA cores or on tensor cores (mma.sync).
 void lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma);

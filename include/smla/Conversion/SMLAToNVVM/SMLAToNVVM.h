@@ -34,6 +34,7 @@ namespace mlir::smla {
 
 #define GEN_PASS_DECL_SMLAGPUMAP
 #define GEN_PASS_DECL_SMLAPREFETCHKEYS
+#define GEN_PASS_DECL_SMLADEFERSCATTER
 #define GEN_PASS_DECL_SMLAALLOCATESMEM
 #define GEN_PASS_DECL_SMLAVERIFYSMEM
 #define GEN_PASS_DECL_SMLALOWERTONVVM
@@ -127,10 +128,26 @@ constexpr int64_t kKeyTilePad = 8;
 /// role, `mapping` maps them to the kernel's views, `t`/`g` are the CTA's
 /// token and head block, `headBlocks` the CTAs per token, and `budget`
 /// the shared-memory bytes the staged rows and the tiles may use.
+/// With `wgmma`, a 32-row CTA at block 64 stages q and do as one canonical
+/// [q; do] tile for the wgmma form of scatter_dkv (canonicalRow).
 void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                     ArrayRef<std::pair<StringRef, Value>> tensors,
                     IRMapping &mapping, Value t, Value g, int64_t threads,
-                    int64_t headBlocks, int64_t budget);
+                    int64_t headBlocks, int64_t budget, bool wgmma);
+
+/// Rows per half of the canonical [q; do] tile (the CTA's rows).
+constexpr int64_t kCanonicalHalf = 32;
+/// Bytes between core-matrix columns (8 columns) of that 64-row tile.
+constexpr int64_t kCanonicalStride = 2 * kCanonicalHalf / 8 * 128;
+/// Marks a view of the canonical [q; do] tile with its first row (0: q,
+/// 32: do).
+constexpr llvm::StringLiteral kCanonicalRowAttr = "smla.canonical_row";
+/// The first row of `memref` in the canonical [q; do] tile, if it is a
+/// view of one.
+std::optional<int64_t> canonicalRow(Value memref);
+/// `fence.proxy.async.shared::cta`: generic-proxy writes of shared memory
+/// before async-proxy (wgmma) reads.
+void emitProxyFence(OpBuilder &b, Location loc);
 
 /// Whether the tile products of `op`'s kernels use mma.sync: `option`,
 /// unless the enclosing builtin module says `smla.mma` (smla-compile

@@ -334,6 +334,48 @@ LogicalResult ScatterDkvOp::verify() {
   return success();
 }
 
+LogicalResult PackDkvOp::verify() {
+  if (getDs().getType() != getProbs().getType())
+    return emitOpError() << "operands 'ds' and 'probs' must have the same type";
+  int64_t hg = dim(getDs(), 0), block = dim(getDs(), 1);
+  int64_t lanes = getIndices().getType().getNumElements();
+  if (failed(checkLength(*this, "ds columns", block, "the number of indices",
+                         lanes)) ||
+      failed(checkLanes(*this, "mask", getMask(), "the number of indices",
+                        lanes)) ||
+      failed(checkLength(*this, "slots", dim(getSlots(), 0),
+                         "the number of indices", lanes)))
+    return failure();
+  if (dim(getPacked(), 0) != 2 || dim(getPacked(), 1) != block ||
+      dim(getPacked(), 2) != hg)
+    return emitOpError() << "packed must be [2, " << block << ", " << hg
+                         << "] (dS and P, slots x rows)";
+  return success();
+}
+
+LogicalResult ScatterPackedOp::verify() {
+  int64_t hg = dim(getPacked(), 2), block = dim(getPacked(), 1);
+  if (dim(getPacked(), 0) != 2)
+    return emitOpError() << "packed must hold two products (dS and P)";
+  if (failed(checkHeadsPerGroup(*this, "q", getQ(), hg)) ||
+      failed(checkLength(*this, "slots", dim(getSlots(), 0),
+                         "the packed slots", block)))
+    return failure();
+  if (dim(getDkv(), 2) != dim(getQ(), 2))
+    return emitOpError() << "dkv width (" << dim(getDkv(), 2)
+                         << ") must equal the q width (" << dim(getQ(), 2)
+                         << ")";
+  if (dim(getDout(), 2) > dim(getQ(), 2) || dim(getDout(), 1) != dim(getQ(), 1))
+    return emitOpError() << "dout must be [T, H, D] with D <= the q width";
+  int64_t chunks = getChunks(), chunk = getChunk();
+  if (chunks < 1 || chunk < 0 || chunk >= chunks ||
+      ShapedType::isDynamic(dim(getQ(), 2)) || dim(getQ(), 2) % chunks)
+    return emitOpError() << "chunk " << chunk << " of " << chunks
+                         << " must split the q width (" << dim(getQ(), 2)
+                         << ") into equal parts";
+  return success();
+}
+
 LogicalResult StoreDqOp::verify() {
   if (failed(checkHeadsPerGroup(*this, "dq", getDq(), dim(getAcc(), 0))))
     return failure();

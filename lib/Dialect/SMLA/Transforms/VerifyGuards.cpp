@@ -8,6 +8,7 @@
 #include "smla/Dialect/SMLA/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/Matchers.h"
 
@@ -93,6 +94,50 @@ LogicalResult verifyLoweredExp(Operation *exp) {
   return success();
 }
 
+bool isStaged(Value rows) {
+  auto type = cast<MemRefType>(rows.getType());
+  return type.getMemorySpace() != nullptr;
+}
+
+/// A deferred scatter (smla-defer-scatter) reads its slots from a buffer:
+/// every op that writes that buffer must be a pack_dkv whose mask guards
+/// its indices for this dkv, token and group, or a fill with -1 (no slot).
+LogicalResult verifyScatterPacked(ScatterPackedOp op) {
+  Value slots = op.getSlots();
+  bool packed = false;
+  for (Operation *user : slots.getUsers()) {
+    if (isa<ScatterPackedOp>(user))
+      continue;
+    if (auto pack = dyn_cast<PackDkvOp>(user)) {
+      if (pack.getSlots() != slots)
+        return op.emitOpError() << "is an unguarded scatter: its slots are "
+                                   "the packed operand of a pack_dkv";
+      packed = true;
+      // Its q and do are the CTA's staged rows (read at token 0), so the
+      // indices' token is not compared; their group is.
+      if (failed(verifyAccess(op, "scatter", pack.getMask(),
+                              pack.getIndices(), op.getDkv(), Value(),
+                              op.getGroup())))
+        return failure();
+      continue;
+    }
+    if (auto fill = dyn_cast<linalg::FillOp>(user)) {
+      IntegerAttr value;
+      if (matchPattern(fill.getInputs()[0], m_Constant(&value)) &&
+          value.getValue().isAllOnes())
+        continue;
+    }
+    return op.emitOpError() << "is an unguarded scatter: its slots are "
+                               "written by '"
+                            << user->getName()
+                            << "', not by a pack_dkv or a fill with -1";
+  }
+  if (!packed)
+    return op.emitOpError() << "is an unguarded scatter: no pack_dkv writes "
+                               "its slots";
+  return success();
+}
+
 struct SMLAVerifyGuardsPass
     : public mlir::smla::impl::SMLAVerifyGuardsBase<SMLAVerifyGuardsPass> {
   void runOnOperation() override {
@@ -108,9 +153,15 @@ struct SMLAVerifyGuardsPass
             verifyAccess(op, "gather", gather.getMask(), gather.getIndices(),
                          gather.getKv(), Value(), gather.getGroup());
       else if (auto scatter = dyn_cast<ScatterDkvOp>(op))
+        // q staged in shared memory (smla-gpu-map) is read at token 0:
+        // then only the group is compared.
         result = verifyAccess(op, "scatter", scatter.getMask(),
                               scatter.getIndices(), scatter.getDkv(),
-                              scatter.getToken(), scatter.getGroup());
+                              isStaged(scatter.getQ()) ? Value()
+                                                       : scatter.getToken(),
+                              scatter.getGroup());
+      else if (auto chunk = dyn_cast<ScatterPackedOp>(op))
+        result = verifyScatterPacked(chunk);
       else if (auto softmax = dyn_cast<SoftmaxOp>(op))
         result = verifySoftmax(softmax);
       else if (isa<math::Exp2Op, math::ExpOp>(op))

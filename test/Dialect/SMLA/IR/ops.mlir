@@ -106,6 +106,17 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
   smla.scatter_dkv %ds, %p, %q, %do[%t, %g] rows(%i) mask(%m : vector<16xi1>)
       into %acc[%g] : memref<2x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>,
       vector<16xi32>, memref<?x2x48xf32>
+  // The two halves of a deferred scatter (smla-defer-scatter).
+  %packed = memref.alloca() : memref<2x16x2xbf16>
+  %slots = memref.alloca() : memref<16xi32>
+  // CHECK: smla.pack_dkv %{{.*}}, %{{.*}} rows(%[[IDX]]) mask(%[[M]] : vector<16xi1>) into %{{.*}}, %{{.*}} : memref<2x16xf32>, vector<16xi32>, memref<2x16x2xbf16>, memref<16xi32>
+  smla.pack_dkv %ds, %p rows(%i) mask(%m : vector<16xi1>) into %packed, %slots
+      : memref<2x16xf32>, vector<16xi32>, memref<2x16x2xbf16>, memref<16xi32>
+  // CHECK: smla.scatter_packed %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] into %{{.*}}[%{{.*}}] {chunk = 1 : i64, chunks = 3 : i64}
+  smla.scatter_packed %packed, %slots, %q, %do[%t, %g] into %acc[%g]
+      {chunk = 1 : i64, chunks = 3 : i64} : memref<2x16x2xbf16>,
+      memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>,
+      memref<?x2x48xf32>
   // CHECK: smla.store_dq %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}] : memref<2x48xf32>, memref<?x4x48xbf16>
   smla.store_dq %dqa into %dq[%t, %g] : memref<2x48xf32>, memref<?x4x48xbf16>
   // CHECK: smla.cast_dkv %{{.*}} into %{{.*}} : memref<?x2x48xf32>, memref<?x2x48xbf16>

@@ -255,3 +255,35 @@ func.func @pair_union_table(%idx: memref<?x1x?xi32>, %p: index, %s: index, %rows
   smla.pair_union %idx[%p] below %s into %rows, %c scratch(%k, %k, %r, %w) : memref<?x1x?xi32>, memref<?x1x?xi32>, memref<?xi32>, memref<100xi32>, memref<100xi32>, memref<64xi32>, memref<32xi32>
   return
 }
+
+// -----
+
+func.func @pack_dkv_shape(%ds: memref<2x16xf32>, %i: vector<16xi32>, %m: vector<16xi1>, %packed: memref<2x16x4xbf16>, %slots: memref<16xi32>) {
+  // expected-error @+1 {{packed must be [2, 16, 2] (dS and P, slots x rows)}}
+  smla.pack_dkv %ds, %ds rows(%i) mask(%m : vector<16xi1>) into %packed, %slots : memref<2x16xf32>, vector<16xi32>, memref<2x16x4xbf16>, memref<16xi32>
+  return
+}
+
+// -----
+
+func.func @pack_dkv_slots(%ds: memref<2x16xf32>, %i: vector<16xi32>, %m: vector<16xi1>, %packed: memref<2x16x2xbf16>, %slots: memref<8xi32>) {
+  // expected-error @+1 {{length of 'slots' (8) must equal the number of indices (16)}}
+  smla.pack_dkv %ds, %ds rows(%i) mask(%m : vector<16xi1>) into %packed, %slots : memref<2x16xf32>, vector<16xi32>, memref<2x16x2xbf16>, memref<8xi32>
+  return
+}
+
+// -----
+
+func.func @scatter_packed_chunk(%packed: memref<2x16x4xbf16>, %slots: memref<16xi32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %acc: memref<?x1x48xf32>, %t: index, %g: index) {
+  // expected-error @+1 {{chunk 3 of 3 must split the q width (48) into equal parts}}
+  smla.scatter_packed %packed, %slots, %q, %do[%t, %g] into %acc[%g] {chunk = 3 : i64, chunks = 3 : i64} : memref<2x16x4xbf16>, memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, memref<?x1x48xf32>
+  return
+}
+
+// -----
+
+func.func @scatter_packed_width(%packed: memref<2x16x4xbf16>, %slots: memref<16xi32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %acc: memref<?x1x32xf32>, %t: index, %g: index) {
+  // expected-error @+1 {{dkv width (32) must equal the q width (48)}}
+  smla.scatter_packed %packed, %slots, %q, %do[%t, %g] into %acc[%g] {chunk = 0 : i64, chunks = 3 : i64} : memref<2x16x4xbf16>, memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, memref<?x1x32xf32>
+  return
+}

@@ -654,3 +654,61 @@ func.func @pair_offsets(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, %q: 
   smla.scatter_dkv %p, %p, %q, %do[%t, %g] rows(%su) mask(%sm : vector<16xi1>) into %acc[%g] : memref<4x16xf32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, vector<16xi32>, memref<?x1x48xf32>
   return
 }
+
+// -----
+
+// A deferred scatter (smla-defer-scatter) is guarded where its slots are
+// written: by a pack_dkv whose mask bounds its indices by the rows of the
+// dkv the chunk reduces into.
+func.func @packed_kv_bound(%kv: memref<?x1x48xbf16>, %idxs: memref<?x1x?xi32>, %q: memref<?x4x48xbf16>, %acc: memref<?x1x48xf32>, %t: index, %g: index, %k0: index) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %ds = memref.alloca() : memref<4x16xf32>
+  %packed = memref.alloca() : memref<2x16x4xbf16>
+  %slots = memref.alloca() : memref<16xi32>
+  %i = smla.index_load %idxs[%t, %g, %k0] : memref<?x1x?xi32> -> vector<16xi32>
+  %S = memref.dim %kv, %c0 : memref<?x1x48xbf16>
+  %K = memref.dim %idxs, %c2 : memref<?x1x?xi32>
+  %left = arith.subi %K, %k0 : index
+  %n = arith.minsi %left, %c16 : index
+  %m = smla.index_mask %i below %S lanes %n : vector<16xi32> -> vector<16xi1>
+  smla.pack_dkv %ds, %ds rows(%i) mask(%m : vector<16xi1>) into %packed, %slots : memref<4x16xf32>, vector<16xi32>, memref<2x16x4xbf16>, memref<16xi32>
+// expected-error @+1 {{'smla.scatter_packed' op is an unguarded scatter: mask bound is not dim 0 of the tensor this op accesses}}
+  smla.scatter_packed %packed, %slots, %q, %q[%t, %g] into %acc[%g] {chunk = 0 : i64, chunks = 3 : i64} : memref<2x16x4xbf16>, memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x48xbf16>, memref<?x1x48xf32>
+  return
+}
+
+// -----
+
+func.func @packed_slots_overwritten(%idxs: memref<?x1x?xi32>, %q: memref<?x4x48xbf16>, %acc: memref<?x1x48xf32>, %t: index, %g: index, %k0: index) {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %c16 = arith.constant 16 : index
+  %zero = arith.constant 0 : i32
+  %ds = memref.alloca() : memref<4x16xf32>
+  %packed = memref.alloca() : memref<2x16x4xbf16>
+  %slots = memref.alloca() : memref<16xi32>
+  %i = smla.index_load %idxs[%t, %g, %k0] : memref<?x1x?xi32> -> vector<16xi32>
+  %D = memref.dim %acc, %c0 : memref<?x1x48xf32>
+  %K = memref.dim %idxs, %c2 : memref<?x1x?xi32>
+  %left = arith.subi %K, %k0 : index
+  %n = arith.minsi %left, %c16 : index
+  %m = smla.index_mask %i below %D lanes %n : vector<16xi32> -> vector<16xi1>
+  // Slot 0 would be a valid row for every masked lane.
+  linalg.fill ins(%zero : i32) outs(%slots : memref<16xi32>)
+  smla.pack_dkv %ds, %ds rows(%i) mask(%m : vector<16xi1>) into %packed, %slots : memref<4x16xf32>, vector<16xi32>, memref<2x16x4xbf16>, memref<16xi32>
+// expected-error @+1 {{'smla.scatter_packed' op is an unguarded scatter: its slots are written by 'linalg.fill', not by a pack_dkv or a fill with -1}}
+  smla.scatter_packed %packed, %slots, %q, %q[%t, %g] into %acc[%g] {chunk = 0 : i64, chunks = 3 : i64} : memref<2x16x4xbf16>, memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x48xbf16>, memref<?x1x48xf32>
+  return
+}
+
+// -----
+
+func.func @packed_never_packed(%q: memref<?x4x48xbf16>, %acc: memref<?x1x48xf32>, %t: index, %g: index) {
+  %packed = memref.alloca() : memref<2x16x4xbf16>
+  %slots = memref.alloca() : memref<16xi32>
+// expected-error @+1 {{'smla.scatter_packed' op is an unguarded scatter: no pack_dkv writes its slots}}
+  smla.scatter_packed %packed, %slots, %q, %q[%t, %g] into %acc[%g] {chunk = 0 : i64, chunks = 3 : i64} : memref<2x16x4xbf16>, memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x48xbf16>, memref<?x1x48xf32>
+  return
+}

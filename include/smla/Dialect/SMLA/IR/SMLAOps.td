@@ -455,6 +455,69 @@ def SMLA_ScatterDkvOp
   let hasVerifier = 1;
 }
 
+def SMLA_PackDkvOp
+    : SMLA_Op<"pack_dkv", [AllTypesMatch<["ds", "probs"]>]> {
+  let summary = "Pack one block's dS and P for a deferred dKV scatter";
+  let description = [{
+    The first half of a `scatter_dkv` that `smla-defer-scatter` splits so
+    that its products and reductions run during the next block:
+    `packed[0, j, h] = bf16(ds[h, j])`, `packed[1, j, h] = bf16(probs[h, j])`
+    and `slots[j] = mask[j] ? idx[j] : -1`. GPU only: the bytes of each
+    [B x Hb] half are in wgmma's canonical K-major layout (core matrices of
+    8 slots x 8 rows, 128 contiguous bytes each, the Hb / 8 row groups
+    B * 16 bytes apart). The mask is required: a masked lane's slot is -1
+    and never becomes an address.
+
+    ```mlir
+    smla.pack_dkv %ds, %p rows(%idx) mask(%m : vector<64xi1>)
+        into %packed, %slots
+        : memref<32x64xf32>, vector<64xi32>, memref<2x64x32xbf16>,
+          memref<64xi32>
+    ```
+  }];
+  let arguments = (ins SMLA_F32Tile:$ds, SMLA_F32Tile:$probs,
+      SMLA_IndexVector:$indices, SMLA_MaskVector:$mask,
+      MemRefRankOf<[BF16], [3]>:$packed, MemRefRankOf<[I32], [1]>:$slots);
+  let assemblyFormat = [{
+    $ds `,` $probs `rows` `(` $indices `)` `mask` `(` $mask `:` type($mask)
+    `)` `into` $packed `,` $slots attr-dict `:` type($ds) `,`
+    type($indices) `,` type($packed) `,` type($slots)
+  }];
+  let hasVerifier = 1;
+}
+
+def SMLA_ScatterPackedOp : SMLA_Op<"scatter_packed"> {
+  let summary = "One column chunk of a deferred dKV scatter";
+  let description = [{
+    The second half of a split `scatter_dkv`: for every slot j with
+    `slots[j] >= 0` and the columns c of chunk `chunk` of `chunks` (the
+    q width W in equal parts, `[chunk * W / chunks, (chunk + 1) * W /
+    chunks)`):
+    `dkv[slots[j], g, c] += sum_h packed[0, j, h] * q[t, hb*Hb + h, c]
+                           + (c < D ? sum_h packed[1, j, h] * dout[t, hb*Hb + h, c] : 0)`.
+    `packed` and `slots` are what a `pack_dkv` wrote (possibly a block
+    earlier); a slot of -1 adds nothing and is never an address.
+
+    ```mlir
+    smla.scatter_packed %packed, %slots, %q, %do[%t, %hb] into %dkv[%g]
+        {chunk = 0 : i64, chunks = 3 : i64}
+        : memref<2x64x32xbf16>, memref<64xi32>, memref<?x32x576xbf16>,
+          memref<?x32x512xbf16>, memref<?x1x576xf32>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[BF16], [3]>:$packed,
+      MemRefRankOf<[I32], [1]>:$slots, SMLA_Bf16Rank3:$q,
+      SMLA_Bf16Rank3:$dout, Index:$token, Index:$head_block,
+      MemRefRankOf<[F32], [3]>:$dkv, Index:$group, I64Attr:$chunk,
+      I64Attr:$chunks);
+  let assemblyFormat = [{
+    $packed `,` $slots `,` $q `,` $dout `[` $token `,` $head_block `]`
+    `into` $dkv `[` $group `]` attr-dict `:` type($packed) `,`
+    type($slots) `,` type($q) `,` type($dout) `,` type($dkv)
+  }];
+  let hasVerifier = 1;
+}
+
 def SMLA_StoreDqOp : SMLA_Op<"store_dq"> {
   let summary = "Write the dQ rows of one token and head block";
   let description = [{

@@ -1,0 +1,266 @@
+//===- LowerScatterWgmma.cpp - the dKV scatter on wgmma -------------------===//
+//
+// Part of the smla project: a compiled sparse-MLA backward.
+//
+//   scatter_dkv    dkv[idx[j], c] += sum_h bf16(ds[h, j]) * q[h, c]
+//                                  + sum_h bf16(p[h, j]) * do[h, c]
+//
+// The form for a 32-row CTA at block 64 on 512 threads whose q and do rows
+// are staged as one canonical [q; do] tile (StageTokenRows.cpp), split by
+// smla-defer-scatter into pack_dkv and scatter_packed chunks:
+//   pack_dkv        every thread packs its share of dS^T and P^T to bf16
+//                   into K-major canonical [64 slots][32 rows] tiles (the
+//                   two halves of `packed`), threads < 64 write slot j's
+//                   index or -1, then all fence the async proxy.
+//   scatter_packed  chunk c: warpgroup w runs the 48 columns 48 (4 c + w):
+//                   four m64n48k16 wgmma (dS^T q over two k steps, then
+//                   P^T do), A from `packed`, B the [q; do] tile read
+//                   MN-major (trans-b); the do rows are zero past D, so
+//                   every warpgroup runs the same instructions. Each
+//                   thread's accumulators hold, per n8 tile, 2 consecutive
+//                   columns of slots 16 (warp % 4) + lane / 4 and 8 more:
+//                   one red.global.add.v2.f32 each, predicated by slot >= 0.
+// Descriptors (bench/wgmma.cu, bench/wgmma_dkv.cu check both readings):
+// K-major A: LBO = 1024 (k), SBO = 128 (slots); MN-major B: LBO = 128
+// (rows), SBO = 1024 (columns). Probe: 5.5x over the mma.sync form per
+// block (docs/performance.md, lever 0).
+//
+//===----------------------------------------------------------------------===//
+
+#include "smla/Conversion/SMLAToNVVM/MmaBuilder.h"
+
+
+using namespace mlir;
+using namespace mlir::smla;
+using namespace mlir::smla::mma;
+
+namespace mlir::smla {
+
+namespace {
+constexpr int64_t kSlots = 64, kChunk = 48,
+                  kWarpgroups = kWgmmaChunkColumns / kChunk;
+
+void asmStatement(OpBuilder &b, Location loc, StringRef text) {
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{}, ValueRange{}, text, "", /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+}
+
+/// A shared-memory matrix descriptor: start address, LBO and SBO in 16-byte
+/// units, no swizzle.
+Value descriptor(Mma &m, Value addr, int64_t lbo, int64_t sbo) {
+  OpBuilder &b = m.b;
+  Location loc = m.loc;
+  Value a = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
+  auto i64 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  };
+  Value start = arith::ShRUIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, a, i64(0x3FFFF)), i64(4));
+  int64_t fields = ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
+  return arith::OrIOp::create(b, loc, start, i64(fields));
+}
+
+/// `v` through an opaque `mov`: LLVM cannot hoist what is computed from
+/// it out of the loop it sits in.
+Value launder(Mma &m, Value v) {
+  OpBuilder &b = m.b;
+  Location loc = m.loc;
+  Value x = arith::IndexCastOp::create(b, loc, b.getI64Type(), v);
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, b.getI64Type(), ValueRange{x}, "mov.b64 $0, $1;", "=l,l",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), op.getResult(0));
+}
+
+/// d (N / 2 f32) += A[64 x 16] B[16 x N], A K-major, B MN-major; with no
+/// `d`, d = A B (scale-d false): the accumulators are first defined by the
+/// wgmma itself, so no register write precedes it that ptxas would have to
+/// order with a warpgroup.arrive of its own (C7520).
+SmallVector<Value> wgmmaN(Mma &m, int64_t n, Value descA, Value descB,
+                          ValueRange d) {
+  OpBuilder &b = m.b;
+  Location loc = m.loc;
+  int64_t regs = n / 2;
+  bool accumulate = !d.empty();
+  std::string outs, ties, constraints;
+  for (int64_t i = 0; i < regs; ++i) {
+    outs += (i ? ",$" : "$") + std::to_string(i);
+    ties += "," + std::to_string(i);
+    constraints += "=f,";
+  }
+  auto arg = [&](int64_t k) { return "$" + std::to_string(regs + k); };
+  std::string text = std::string("{\n.reg .pred p;\nsetp.ne.b32 p, ") +
+                     (accumulate ? "1" : "0") +
+                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
+                     std::to_string(n) + "k16.f32.bf16.bf16 {" + outs + "}, " +
+                     arg(0) + ", " + arg(1) + ", p, 1, 1, 0, 1;\n}";
+  constraints += "l,l";
+  if (accumulate)
+    constraints += ties;
+  SmallVector<Value> operands{descA, descB};
+  operands.append(d.begin(), d.end());
+  Type f32 = b.getF32Type();
+  auto resTy = LLVM::LLVMStructType::getLiteral(b.getContext(),
+                                                SmallVector<Type>(regs, f32));
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, resTy, operands, text, constraints, /*has_side_effects=*/true,
+      /*is_align_stack=*/false, LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < regs; ++i)
+    out.push_back(LLVM::ExtractValueOp::create(b, loc, op.getResult(0), i));
+  return out;
+}
+} // namespace
+
+bool canUseWgmma(ScatterDkvOp op, int64_t threads) {
+  auto ds = op.getDs().getType();
+  int64_t width = staticDim(op.getQ(), 2);
+  return canonicalRow(op.getQ()) == 0 &&
+         canonicalRow(op.getDout()) == kCanonicalHalf && threads == 512 &&
+         ds.getDimSize(0) == kCanonicalHalf && ds.getDimSize(1) == kSlots &&
+         width % kWgmmaChunkColumns == 0 &&
+         op.getDkv().getType().getDimSize(2) == width;
+}
+
+void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
+                  const LaneFn &index) {
+  Mma m{e.b, e.loc};
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  // dS^T and P^T to bf16, canonical K-major [64 slots][32 rows]: pair
+  // (j, h .. h + 1) at (h / 8) 1024 + (j / 8) 128 + 16 (j % 8) + 2 (h % 8).
+  // Thread e of 1024 pairs per tile: j % 8 = e % 8, h / 2 = (e / 8) % 16,
+  // j / 8 = e / 128 (a warp's stores fill 32 distinct banks).
+  Value dsBase = m.base(op.getPacked());
+  Value pBase = m.add(dsBase, kSlots * kCanonicalHalf * 2);
+  for (int64_t i = 0; i < kSlots * kCanonicalHalf / 2 / e.threads; ++i) {
+    Value at = m.add(e.tid, i * e.threads);
+    Value j8 = m.rem(at, 8), jb = m.div(at, 128);
+    Value h = m.mul(m.rem(m.div(at, 8), 16), 2);
+    Value j = m.add(m.mul(jb, 8), j8);
+    auto pack = [&](Value tile) {
+      Value x0 = memref::LoadOp::create(b, loc, tile, ValueRange{h, j});
+      Value x1 =
+          memref::LoadOp::create(b, loc, tile, ValueRange{m.add(h, 1), j});
+      return m.packBf16(vector::FromElementsOp::create(
+          b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{x0, x1}));
+    };
+    Value offset = m.add(m.add(m.mul(m.div(h, 8), 1024), m.mul(jb, 128)),
+                         m.add(m.mul(j8, 16), m.mul(m.rem(h, 8), 2)));
+    LLVM::StoreOp::create(b, loc, pack(op.getDs()),
+                          m.ptr(m.add(dsBase, offset), 3), /*alignment=*/4);
+    LLVM::StoreOp::create(b, loc, pack(op.getProbs()),
+                          m.ptr(m.add(pBase, offset), 3), /*alignment=*/4);
+  }
+  // Slot j: its index where the mask holds, else -1 (never an address).
+  Value j = e.tid;
+  scf::IfOp::create(b, loc, m.lt(j, kSlots), [&](OpBuilder &tb, Location l) {
+    Value none = arith::ConstantOp::create(tb, l, tb.getI32IntegerAttr(-1));
+    Value slot = arith::SelectOp::create(tb, l, mask(tb, l, j),
+                                         index(tb, l, j), none);
+    memref::StoreOp::create(tb, l, slot, op.getSlots(), ValueRange{j});
+    scf::YieldOp::create(tb, l);
+  });
+  emitProxyFence(b, loc);
+}
+
+void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
+  Mma m{e.b, e.loc};
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  WarpLane w = m.warpLane(e.tid);
+  Value gr = w.gr, kq = w.kq;
+  Value wg = m.div(e.tid, 128), w4 = m.rem(w.warp, 4);
+  Value dsBase = m.base(op.getPacked());
+  Value qdo = m.base(op.getQ());
+
+  int64_t chunkWidth = staticDim(op.getQ(), 2) / op.getChunks();
+  if (chunkWidth != kWgmmaChunkColumns)
+    llvm::report_fatal_error("smla: scatter_packed needs chunks of 192 "
+                             "columns (4 warpgroups x 48)");
+  // The chunk's addresses are loop-invariant: hoisted out of the block
+  // loop, the three chunks' descriptors and column offsets stayed live
+  // across it and the kernel spilled (204 bytes at 128 registers). They
+  // are computed here from an opaque copy of the column block and of the
+  // packed tile's address, and each wgmma's descriptors from one base
+  // each (the start address field is address / 16: + offset / 16).
+  Value n = launder(m, m.add(wg, op.getChunk() * kWarpgroups));
+  Value columns = m.add(qdo, m.mul(n, kChunk / 8 * kCanonicalStride));
+  Value descA = descriptor(m, launder(m, dsBase), 1024, 128);
+  Value descB = descriptor(m, columns, 128, kCanonicalStride);
+  auto plus = [&](Value desc, int64_t bytes) {
+    return arith::AddIOp::create(
+        b, loc, desc,
+        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(bytes / 16)));
+  };
+  SmallVector<Value> d;
+  asmStatement(b, loc, "wgmma.fence.sync.aligned;");
+  for (int64_t product = 0; product < 2; ++product)
+    for (int64_t s = 0; s < 2; ++s)
+      d = wgmmaN(m, kChunk,
+                 plus(descA, product * kSlots * kCanonicalHalf * 2 + s * 2048),
+                 plus(descB, (product * 4 + 2 * s) * 128), d);
+  asmStatement(b, loc, "wgmma.commit_group.sync.aligned;");
+  asmStatement(b, loc, "wgmma.wait_group.sync.aligned 0;");
+  // The thread's two slots; -1: masked (no reduction, no address);
+  // read after the wgmma, not live across it.
+  Value j0 = m.add(m.mul(w4, 16), gr), j1 = m.add(j0, 8);
+  Value zero = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+  Value raw0 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j0});
+  Value raw1 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j1});
+  auto valid = [&](Value raw) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, raw, zero)
+        .getResult();
+  };
+  Value valid0 = valid(raw0), valid1 = valid(raw1);
+
+  // d[4 i + {0, 1}]: slot j0, columns kChunk n + 8 i + kq + {0, 1};
+  // d[4 i + {2, 3}]: slot j1. For each pair of n8 tiles (A, B), lanes 2k
+  // and 2k + 1 (kq and kq + 2) swap two pairs (shfl.xor 1) so that each
+  // holds 4 consecutive columns of slot j0 (the even lane in A, the odd
+  // in B) and of slot j1 (the even lane in B, the odd in A): a quad's
+  // red.global.add.v4.f32 then covers 16 consecutive columns (64 bytes)
+  // of one slot, as in the mma.sync scatter. Covering 32 bytes of twice
+  // the rows per instruction (red.v2, or red.v4 over one n8 tile)
+  // measured 0.87x on B1, whose rows many CTAs reduce into at once.
+  Value parity = m.rem(w.lane, 2);
+  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, parity,
+                                    m.c(0));
+  Value four = arith::SubIOp::create(b, loc, kq, m.mul(parity, 2));
+  Value one = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1));
+  Value lanes = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(32));
+  auto pick = [&](Value ifOdd, Value ifEven) {
+    return arith::SelectOp::create(b, loc, odd, ifOdd, ifEven).getResult();
+  };
+  auto swap = [&](Value ifOdd, Value ifEven) {
+    return gpu::ShuffleOp::create(b, loc, pick(ifOdd, ifEven), one, lanes,
+                                  gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  };
+  for (int64_t i = 0; i < kChunk / 8; i += 2) {
+    ValueRange a(ArrayRef<Value>(d).slice(4 * i, 4));
+    ValueRange bt(ArrayRef<Value>(d).slice(4 * i + 4, 4));
+    Value r0 = swap(a[0], bt[0]), r1 = swap(a[1], bt[1]);
+    Value r2 = swap(bt[2], a[2]), r3 = swap(bt[3], a[3]);
+    Value base = m.add(m.mul(n, kChunk), four);
+    Value colA = m.add(base, 8 * i), colB = m.add(base, 8 * (i + 1));
+    emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid0, raw0,
+                  pick(colB, colA),
+                  ValueRange{pick(r0, a[0]), pick(r1, a[1]),
+                             pick(bt[0], r0), pick(bt[1], r1)});
+    emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid1, raw1,
+                  pick(colA, colB),
+                  ValueRange{pick(r2, bt[2]), pick(r3, bt[3]),
+                             pick(a[2], r2), pick(a[3], r3)});
+  }
+}
+
+} // namespace mlir::smla

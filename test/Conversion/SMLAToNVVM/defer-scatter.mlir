@@ -1,0 +1,78 @@
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-verify-guards %s | FileCheck %s
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512" --smla-defer-scatter %s | FileCheck %s --check-prefix=MMA
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=LOWER
+// RUN: not smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-allocate-smem --smla-lower-to-nvvm %s 2>&1 | FileCheck %s --check-prefix=UNSPLIT
+
+// The token-pair kernel of GLM-5.2's shape (two tokens of 16 heads, D 512
+// + 64, block 64, 512 threads) with the wgmma scatter: q and do staged as
+// one canonical [q; do] tile, the scatter split into pack_dkv where it was
+// and three scatter_packed chunks of 192 columns spread over the next step
+// (before the key gather, before the block products, before the dQ
+// accumulate), the last block's chunks after the loop.
+
+// CHECK-LABEL: gpu.func @pair_bwd
+// CHECK: %[[PACKED:.*]] = memref.alloca() : memref<2x64x32xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[SLOTS:.*]] = memref.alloca() : memref<64xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[Q:.*]] = memref.reinterpret_cast %{{.*}} {smla.canonical_row = 0 : i64}
+// CHECK: %[[DO:.*]] = memref.reinterpret_cast %{{.*}} {smla.canonical_row = 32 : i64}
+// Before the loop no slot is valid: the first step's chunks add nothing.
+// CHECK: linalg.fill ins(%c-1_i32 : i32) outs(%[[SLOTS]] : memref<64xi32, #gpu.address_space<workgroup>>)
+// CHECK-NEXT: scf.for
+// CHECK: smla.scatter_packed %[[PACKED]], %[[SLOTS]], %[[Q]], %[[DO]][%{{.*}}, %{{.*}}] into %{{.*}}[%block_id_y] {chunk = 0 : i64, chunks = 3 : i64}
+// CHECK-NEXT: smla.gather
+// CHECK-NEXT: smla.scatter_packed %[[PACKED]], %[[SLOTS]], {{.*}} {chunk = 1 : i64, chunks = 3 : i64}
+// CHECK-NEXT: smla.tile_dot
+// CHECK: smla.dscores
+// CHECK-NEXT: smla.scatter_packed %[[PACKED]], %[[SLOTS]], {{.*}} {chunk = 2 : i64, chunks = 3 : i64}
+// CHECK-NEXT: smla.dq_accumulate
+// The pack takes the scatter's own index pair and mask (dkv-bounded).
+// CHECK: %[[IDX:indices[_0-9]*]], %[[MASK:mask[_0-9]*]], %{{.*}} = smla.index_pair
+// CHECK: smla.pack_dkv %{{.*}}, %{{.*}} rows(%[[IDX]]) mask(%[[MASK]] : vector<64xi1>) into %[[PACKED]], %[[SLOTS]]
+// CHECK-NEXT: }
+// CHECK-NEXT: smla.scatter_packed {{.*}} {chunk = 0 : i64, chunks = 3 : i64}
+// CHECK-NEXT: smla.scatter_packed {{.*}} {chunk = 1 : i64, chunks = 3 : i64}
+// CHECK-NEXT: smla.scatter_packed {{.*}} {chunk = 2 : i64, chunks = 3 : i64}
+// CHECK-NEXT: smla.store_dq
+// CHECK-NOT: smla.scatter_dkv
+
+// Without wgmma-scatter the rows are staged as before and the scatter stays.
+// MMA-LABEL: gpu.func @pair_bwd
+// MMA-NOT: smla.canonical_row
+// MMA-NOT: smla.pack_dkv
+// MMA: smla.scatter_dkv
+// MMA-NOT: smla.scatter_packed
+// MMA: gpu.return
+
+// Lowered: the pack writes bf16 pairs, slot j = select(mask, index, -1)
+// and fences the async proxy; a chunk is one wgmma chain (the first with
+// scale-d false, the accumulators' first definition), commit, wait, then
+// per pair of n8 tiles four shfl.xor 1 and two red.v4 predicated by
+// slot >= 0.
+// LOWER-LABEL: gpu.func @pair_bwd
+// LOWER-SAME: smla.dynamic_smem = 175488
+// LOWER: scf.for
+// LOWER: "mov.b64 $0, $1;"
+// LOWER: "wgmma.fence.sync.aligned;"
+// LOWER: setp.ne.b32 p, 0, 0;\0Awgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16
+// LOWER-COUNT-3: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16
+// LOWER: "wgmma.commit_group.sync.aligned;"
+// LOWER-NEXT: "wgmma.wait_group.sync.aligned 0;"
+// LOWER: %[[S0:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<64xi32, #gpu.address_space<workgroup>>
+// LOWER: %[[S1:.*]] = memref.load %{{.*}}[%{{.*}}] : memref<64xi32, #gpu.address_space<workgroup>>
+// LOWER: %[[V0:.*]] = arith.cmpi sge, %[[S0]], %c0_i32{{.*}} : i32
+// LOWER: %[[V1:.*]] = arith.cmpi sge, %[[S1]], %c0_i32{{.*}} : i32
+// LOWER-COUNT-4: gpu.shuffle  xor
+// LOWER: "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b" {{.*}}, %[[V0]] :
+// LOWER: "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,b" {{.*}}, %[[V1]] :
+// LOWER: %[[NONE:.*]] = arith.constant -1 : i32
+// LOWER: arith.select %{{.*}}, %{{.*}}, %[[NONE]] : i32
+// LOWER: "fence.proxy.async.shared::cta;"
+// LOWER-NOT: smla.
+// LOWER: gpu.return
+
+// Without smla-defer-scatter the staged canonical tile has no lowering.
+// UNSPLIT: error: 'smla.scatter_dkv' op reads the canonical [q; do] tile: only its wgmma form
+func.func @pair(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x32x512xbf16>, %dout: memref<?x32x512xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x32xf32>, %dq: memref<?x32x576xbf16>, %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %counters: memref<3xi64>) {
+  smla.sparse_attention_bwd q(%q : memref<?x32x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x32x512xbf16>) dout(%dout : memref<?x32x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x32xf32>) dq(%dq : memref<?x32x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<3xi64>) {config = #smla.config<d = 512, dt = 64, heads = 32, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 1, tokens = 2>, sm_scale = 0.0416 : f32}
+  return
+}
