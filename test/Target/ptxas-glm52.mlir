@@ -36,6 +36,10 @@
 // RUN: cat %t/h/*.ptxas.txt | FileCheck %s --check-prefix=SPILLS
 // RUN: not grep -E "[1-9][0-9]* bytes spill" %t/h/smla_d512_dt64_h16_g1_b64_natural_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h32_g1_b32_base2_pos_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h64_g1_b32_s2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: cat %t/h/*.ptx | FileCheck %s --check-prefix=MMA
+// RUN: smla-compile -o %t/wg -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,tokens=2,lse=base2,positions=1,dq=bf16,dkv=bf16,scatter=wgmma
+// RUN: FileCheck %s --check-prefix=WGMMA < %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx
+// RUN: FileCheck %s --check-prefix=WGMMA-PTXAS < %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptxas.txt
+// RUN: not smla-compile -o %t/bad -quiet --config heads=16,scatter=tma 2>&1 | FileCheck %s --check-prefix=SCATTER
 // RUN: smla-compile -o %t/s -quiet -mma=false --config d=512,dt=64,heads=16,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=SCALAR < %t/s/smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.ptx
 
@@ -88,6 +92,17 @@
 // MANIFEST: "dynamic_smem": 119424
 // MANIFEST: "name": "sm_scale",
 // MANIFEST-NEXT: "type": "f32"
+
+// The token-pair kernel with scatter=wgmma (smla-defer-scatter): six
+// chains of four m64n48k16 wgmma (three chunks in the block loop, three
+// after it), the reductions as red.v4 after shfl.xor exchanges; ptxas
+// neither spills nor serialises the wgmma (C7520).
+// WGMMA-COUNT-24: wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16
+// WGMMA-NOT: wgmma.mma_async
+// WGMMA-PTXAS-NOT: C7520
+// WGMMA-PTXAS: Function properties for smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16_bwd
+// WGMMA-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// SCATTER: bad value 'tma' for configuration key 'scatter'
 
 // BAD: smla-compile: error: --config 'heads=3,groups=2': heads (3) must be a positive multiple of groups (2)
 
