@@ -27,97 +27,18 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "smla/Conversion/SMLAToNVVM/MmaBuilder.h"
-
+#include "smla/Conversion/SMLAToNVVM/Wgmma.h"
 
 using namespace mlir;
 using namespace mlir::smla;
 using namespace mlir::smla::mma;
+using namespace mlir::smla::wgmma;
 
 namespace mlir::smla {
 
 namespace {
 constexpr int64_t kSlots = 64, kChunk = 48,
                   kWarpgroups = kWgmmaChunkColumns / kChunk;
-
-void asmStatement(OpBuilder &b, Location loc, StringRef text) {
-  LLVM::InlineAsmOp::create(
-      b, loc, TypeRange{}, ValueRange{}, text, "", /*has_side_effects=*/true,
-      /*is_align_stack=*/false, LLVM::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-      ArrayAttr());
-}
-
-/// A shared-memory matrix descriptor: start address, LBO and SBO in 16-byte
-/// units, no swizzle.
-Value descriptor(Mma &m, Value addr, int64_t lbo, int64_t sbo) {
-  OpBuilder &b = m.b;
-  Location loc = m.loc;
-  Value a = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
-  auto i64 = [&](int64_t v) {
-    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
-  };
-  Value start = arith::ShRUIOp::create(
-      b, loc, arith::AndIOp::create(b, loc, a, i64(0x3FFFF)), i64(4));
-  int64_t fields = ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
-  return arith::OrIOp::create(b, loc, start, i64(fields));
-}
-
-/// `v` through an opaque `mov`: LLVM cannot hoist what is computed from
-/// it out of the loop it sits in.
-Value launder(Mma &m, Value v) {
-  OpBuilder &b = m.b;
-  Location loc = m.loc;
-  Value x = arith::IndexCastOp::create(b, loc, b.getI64Type(), v);
-  auto op = LLVM::InlineAsmOp::create(
-      b, loc, b.getI64Type(), ValueRange{x}, "mov.b64 $0, $1;", "=l,l",
-      /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-      ArrayAttr());
-  return arith::IndexCastOp::create(b, loc, b.getIndexType(), op.getResult(0));
-}
-
-/// d (N / 2 f32) += A[64 x 16] B[16 x N], A K-major, B MN-major; with no
-/// `d`, d = A B (scale-d false): the accumulators are first defined by the
-/// wgmma itself, so no register write precedes it that ptxas would have to
-/// order with a warpgroup.arrive of its own (C7520).
-SmallVector<Value> wgmmaN(Mma &m, int64_t n, Value descA, Value descB,
-                          ValueRange d) {
-  OpBuilder &b = m.b;
-  Location loc = m.loc;
-  int64_t regs = n / 2;
-  bool accumulate = !d.empty();
-  std::string outs, ties, constraints;
-  for (int64_t i = 0; i < regs; ++i) {
-    outs += (i ? ",$" : "$") + std::to_string(i);
-    ties += "," + std::to_string(i);
-    constraints += "=f,";
-  }
-  auto arg = [&](int64_t k) { return "$" + std::to_string(regs + k); };
-  std::string text = std::string("{\n.reg .pred p;\nsetp.ne.b32 p, ") +
-                     (accumulate ? "1" : "0") +
-                     ", 0;\nwgmma.mma_async.sync.aligned.m64n" +
-                     std::to_string(n) + "k16.f32.bf16.bf16 {" + outs + "}, " +
-                     arg(0) + ", " + arg(1) + ", p, 1, 1, 0, 1;\n}";
-  constraints += "l,l";
-  if (accumulate)
-    constraints += ties;
-  SmallVector<Value> operands{descA, descB};
-  operands.append(d.begin(), d.end());
-  Type f32 = b.getF32Type();
-  auto resTy = LLVM::LLVMStructType::getLiteral(b.getContext(),
-                                                SmallVector<Type>(regs, f32));
-  auto op = LLVM::InlineAsmOp::create(
-      b, loc, resTy, operands, text, constraints, /*has_side_effects=*/true,
-      /*is_align_stack=*/false, LLVM::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
-      ArrayAttr());
-  SmallVector<Value> out;
-  for (int64_t i = 0; i < regs; ++i)
-    out.push_back(LLVM::ExtractValueOp::create(b, loc, op.getResult(0), i));
-  return out;
-}
 } // namespace
 
 bool canUseWgmma(ScatterDkvOp op, int64_t threads) {
@@ -196,20 +117,16 @@ void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
   Value columns = m.add(qdo, m.mul(n, kChunk / 8 * kCanonicalStride));
   Value descA = descriptor(m, launder(m, dsBase), 1024, 128);
   Value descB = descriptor(m, columns, 128, kCanonicalStride);
-  auto plus = [&](Value desc, int64_t bytes) {
-    return arith::AddIOp::create(
-        b, loc, desc,
-        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(bytes / 16)));
-  };
   SmallVector<Value> d;
-  asmStatement(b, loc, "wgmma.fence.sync.aligned;");
+  fence(b, loc);
   for (int64_t product = 0; product < 2; ++product)
     for (int64_t s = 0; s < 2; ++s)
-      d = wgmmaN(m, kChunk,
-                 plus(descA, product * kSlots * kCanonicalHalf * 2 + s * 2048),
-                 plus(descB, (product * 4 + 2 * s) * 128), d);
-  asmStatement(b, loc, "wgmma.commit_group.sync.aligned;");
-  asmStatement(b, loc, "wgmma.wait_group.sync.aligned 0;");
+      d = mmaAsync(
+          m, kChunk, ValueRange{},
+          advance(m, descA, product * kSlots * kCanonicalHalf * 2 + s * 2048),
+          advance(m, descB, (product * 4 + 2 * s) * 128), /*transB=*/true, d);
+  commit(b, loc);
+  wait(b, loc, 0);
   // The thread's two slots; -1: masked (no reduction, no address);
   // read after the wgmma, not live across it.
   Value j0 = m.add(m.mul(w4, 16), gr), j1 = m.add(j0, 8);
