@@ -53,6 +53,10 @@ bool canFuseTileDots(TileDotOp first, TileDotOp second) {
 }
 
 void lowerTileDotPair(CtaEmitter &e, TileDotOp first, TileDotOp second) {
+  if (canUseWgmmaDots(first, second, e.threads)) {
+    lowerTileDotPairWgmma(e, first, second);
+    return;
+  }
   lowerTileDotPairMma(e, first, second);
 }
 

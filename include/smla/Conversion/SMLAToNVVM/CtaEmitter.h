@@ -113,6 +113,10 @@ void lowerRowLiveLanes(CtaEmitter &e, RowLiveOp op, LaneMap &lanes);
 /// pass that loads each key fragment once; when they may be fused.
 bool canFuseTileDots(TileDotOp first, TileDotOp second);
 void lowerTileDotPair(CtaEmitter &e, TileDotOp first, TileDotOp second);
+/// The fused pair on wgmma (LowerTileDotWgmma.cpp), for q and do staged
+/// as the canonical [q; do] tile of a 32-row CTA at block 64.
+bool canUseWgmmaDots(TileDotOp first, TileDotOp second, int64_t threads);
+void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second);
 /// dq_accumulate; with `regs` (mma only) in the register form
 /// (LowerDqMma.cpp): C in the private array of `slots` column pairs.
 void lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma,
