@@ -1,6 +1,7 @@
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-verify-guards %s | FileCheck %s
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512" --smla-defer-scatter %s | FileCheck %s --check-prefix=MMA
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=LOWER
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=PRODUCTS
 // RUN: not smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-allocate-smem --smla-lower-to-nvvm %s 2>&1 | FileCheck %s --check-prefix=UNSPLIT
 
 // The token-pair kernel of GLM-5.2's shape (two tokens of 16 heads, D 512
@@ -69,6 +70,27 @@
 // LOWER: "fence.proxy.async.shared::cta;"
 // LOWER-NOT: smla.
 // LOWER: gpu.return
+
+// The block products on the same tile (LowerTileDotWgmma.cpp): in
+// warpgroup 0 (warps < 4), per group of 4 k steps four ldmatrix.x4 of the
+// warp's 16 keys, a fence, four wgmma with A from those registers and B
+// the [q; do] descriptor (the first with scale-d false), commit, wait 0;
+// 8 groups of m64n64k16 over [q; do], then one of m64n32k16 for the rope
+// tail of q.
+// PRODUCTS-LABEL: gpu.func @pair_bwd
+// PRODUCTS: %[[WG0:.*]] = arith.cmpi ult, %{{.*}}, %c4{{.*}} : index
+// PRODUCTS-NEXT: scf.if %[[WG0]] {
+// PRODUCTS-COUNT-4: nvvm.ldmatrix {{.*}}num = 4
+// PRODUCTS: "wgmma.fence.sync.aligned;"
+// PRODUCTS-NEXT: setp.ne.b32 p, 0, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, {$32, $33, $34, $35}, $36, p, 1, 1, 0;
+// PRODUCTS-COUNT-3: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16
+// PRODUCTS: "wgmma.commit_group.sync.aligned;"
+// PRODUCTS-NEXT: "wgmma.wait_group.sync.aligned 0;"
+// PRODUCTS-COUNT-28: wgmma.mma_async.sync.aligned.m64n64k16
+// PRODUCTS-COUNT-4: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {{.*}}, {$16, $17, $18, $19}, $20, p, 1, 1, 0;
+// PRODUCTS: "wgmma.wait_group.sync.aligned 0;"
+// PRODUCTS-COUNT-32: memref.store {{.*}} : memref<32x64xf32, strided<[72, 1]>, #gpu.address_space<workgroup>>
+// PRODUCTS: gpu.return
 
 // Without smla-defer-scatter the staged canonical tile has no lowering.
 // UNSPLIT: error: 'smla.scatter_dkv' op reads the canonical [q; do] tile: only its wgmma form
