@@ -18,8 +18,10 @@
 //                   MN-major (trans-b); the do rows are zero past D, so
 //                   every warpgroup runs the same instructions. Each
 //                   thread's accumulators hold, per n8 tile, 2 consecutive
-//                   columns of slots 16 (warp % 4) + lane / 4 and 8 more:
-//                   one red.global.add.v2.f32 each, predicated by slot >= 0.
+//                   columns of slots 16 (warp % 4) + lane / 4 and 8 more;
+//                   a shfl.xor exchange per pair of n8 tiles turns them
+//                   into red.global.add.v4.f32 of which a quad covers 64
+//                   bytes of one slot, predicated by slot >= 0.
 // Descriptors (bench/wgmma.cu, bench/wgmma_dkv.cu check both readings):
 // K-major A: LBO = 1024 (k), SBO = 128 (slots); MN-major B: LBO = 128
 // (rows), SBO = 1024 (columns). Probe: 5.5x over the mma.sync form per

@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "smla/Conversion/SMLAToNVVM/SMLAToNVVM.h"
+#include "smla/Conversion/SMLAToNVVM/CtaEmitter.h"
 
 using namespace mlir;
 using namespace mlir::smla;
@@ -28,15 +28,6 @@ static int64_t workgroupBytesUsed(gpu::GPUFuncOp kernel) {
   return total;
 }
 
-/// The q and do rows of the CTA's (token, head block) are read by every
-/// block product of every top-k block: copy them once into shared memory
-/// (rows padded by 16 bytes, against bank conflicts) and let tile_dot and
-/// scatter_dkv read them there. With `headBlocks` = G * headBlocks CTAs per
-/// token, block g owns rows [g * Hb, (g + 1) * Hb) of the token, Hb = H /
-/// headBlocks; the staged view is [1, Hb, W] with a row stride of W + 8,
-/// read at token 0 and head block 0. q is staged if it fits in `budget`
-/// bytes next to the tiles, then do if it still fits; scatter_dkv reads
-/// them staged only when both are.
 std::optional<int64_t> mlir::smla::canonicalRow(Value memref) {
   auto cast = memref.getDefiningOp<memref::ReinterpretCastOp>();
   if (!cast)
@@ -47,10 +38,11 @@ std::optional<int64_t> mlir::smla::canonicalRow(Value memref) {
   return row.getInt();
 }
 
-/// Whether `kernel` stages q and do as one canonical [q; do] tile: its
-/// scatter_dkv takes the wgmma path (LowerScatterMma.cpp), which needs a
-/// 32-row CTA at block 64 on 512 threads and q columns in chunks of 48 per
-/// warpgroup.
+/// Whether `kernel` can stage q and do as one canonical [q; do] tile: its
+/// scatter_dkv then takes the wgmma form (smla-defer-scatter,
+/// LowerScatterWgmma.cpp) and its block products too
+/// (LowerTileDotWgmma.cpp), which need a 32-row CTA at block 64 on 512
+/// threads and q columns in chunks of 192 (48 per warpgroup).
 static bool wantsCanonical(gpu::GPUFuncOp kernel, int64_t threads,
                            int64_t heads, int64_t w, int64_t d) {
   bool ok = false;
@@ -58,7 +50,8 @@ static bool wantsCanonical(gpu::GPUFuncOp kernel, int64_t threads,
     auto ds = op.getDs().getType();
     ok = ds.getDimSize(0) == kCanonicalHalf && ds.getDimSize(1) == 64;
   });
-  return ok && threads == 512 && heads == kCanonicalHalf && w % 192 == 0 &&
+  return ok && threads == 512 && heads == kCanonicalHalf &&
+         w % kWgmmaChunkColumns == 0 &&
          d % 16 == 0 && d <= w;
 }
 
@@ -133,6 +126,16 @@ static void stageCanonical(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   }
 }
 
+/// The q and do rows of the CTA's (token, head block) are read by every
+/// block product of every top-k block: copy them once into shared memory
+/// (rows padded by 16 bytes, against bank conflicts) and let tile_dot and
+/// scatter_dkv read them there. With `headBlocks` = G * headBlocks CTAs per
+/// token, block g owns rows [g * Hb, (g + 1) * Hb) of the token, Hb = H /
+/// headBlocks; the staged view is [1, Hb, W] with a row stride of W + 8,
+/// read at token 0 and head block 0. q is staged if it fits in `budget`
+/// bytes next to the tiles, then do if it still fits; scatter_dkv reads
+/// them staged only when both are. With `wgmma`, a kernel that qualifies
+/// (wantsCanonical) stages both as one canonical [q; do] tile instead.
 void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                     ArrayRef<std::pair<StringRef, Value>> tensors,
                     IRMapping &mapping, Value t, Value g, int64_t threads,
