@@ -224,7 +224,7 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     mma.sync, but its ~147 KB of fp32 reductions need ~5 us at the per-SM
     L2 rate. Issued right after the products, they stall the warps; issued
     in three parts between the next block's phases, each part drains while
-    the other phases run (B2: 1.10x over the undeferred wgmma scatter).
+    the other phases run (B2: 1.08x over the undeferred wgmma scatter).
     The buffers are single: chunk 2 of step j - 1 precedes the pack of
     step j, and smla-insert-barriers places the barriers between them.
 
