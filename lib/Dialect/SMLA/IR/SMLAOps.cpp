@@ -313,6 +313,19 @@ LogicalResult DqAccumulateOp::verify() {
                          dim(getTile(), 1));
 }
 
+/// The dkv rows a scatter reduces into are as wide as q; do is [T, H, D]
+/// with D <= that width.
+static LogicalResult checkScatterWidths(Operation *op, Value dkv, Value q,
+                                        Value dout) {
+  if (dim(dkv, 2) != dim(q, 2))
+    return op->emitOpError() << "dkv width (" << dim(dkv, 2)
+                             << ") must equal the q width (" << dim(q, 2)
+                             << ")";
+  if (dim(dout, 2) > dim(q, 2) || dim(dout, 1) != dim(q, 1))
+    return op->emitOpError() << "dout must be [T, H, D] with D <= the q width";
+  return success();
+}
+
 LogicalResult ScatterDkvOp::verify() {
   if (getDs().getType() != getProbs().getType())
     return emitOpError() << "operands 'ds' and 'probs' must have the same type";
@@ -325,12 +338,8 @@ LogicalResult ScatterDkvOp::verify() {
   if (failed(checkLanes(*this, "mask", getMask(), "the number of indices",
                         lanes)))
     return failure();
-  if (dim(getDkv(), 2) != dim(getQ(), 2))
-    return emitOpError() << "dkv width (" << dim(getDkv(), 2)
-                         << ") must equal the q width (" << dim(getQ(), 2)
-                         << ")";
-  if (dim(getDout(), 2) > dim(getQ(), 2) || dim(getDout(), 1) != dim(getQ(), 1))
-    return emitOpError() << "dout must be [T, H, D] with D <= the q width";
+  if (failed(checkScatterWidths(*this, getDkv(), getQ(), getDout())))
+    return failure();
   return success();
 }
 
@@ -361,12 +370,8 @@ LogicalResult ScatterPackedOp::verify() {
       failed(checkLength(*this, "slots", dim(getSlots(), 0),
                          "the packed slots", block)))
     return failure();
-  if (dim(getDkv(), 2) != dim(getQ(), 2))
-    return emitOpError() << "dkv width (" << dim(getDkv(), 2)
-                         << ") must equal the q width (" << dim(getQ(), 2)
-                         << ")";
-  if (dim(getDout(), 2) > dim(getQ(), 2) || dim(getDout(), 1) != dim(getQ(), 1))
-    return emitOpError() << "dout must be [T, H, D] with D <= the q width";
+  if (failed(checkScatterWidths(*this, getDkv(), getQ(), getDout())))
+    return failure();
   int64_t chunks = getChunks(), chunk = getChunk();
   if (chunks < 1 || chunk < 0 || chunk >= chunks ||
       ShapedType::isDynamic(dim(getQ(), 2)) || dim(getQ(), 2) % chunks)
