@@ -54,9 +54,10 @@ void defer(ScatterDkvOp scatter, int64_t threads) {
     return;
   // Everything but the block's own dS, P, indices and mask must be the
   // same in every step: the chunks after the loop read them too.
-  for (Value v : SmallVector<Value>{scatter.getQ(), scatter.getDout(), scatter.getToken(),
-                  scatter.getHeadBlock(), scatter.getDkv(),
-                  scatter.getGroup()})
+  SmallVector<Value> fixed{scatter.getQ(),         scatter.getDout(),
+                           scatter.getToken(),     scatter.getHeadBlock(),
+                           scatter.getDkv(),       scatter.getGroup()};
+  for (Value v : fixed)
     if (loop->isAncestor(v.getParentRegion()->getParentOp()))
       return;
   Block *body = loop.getBody();
