@@ -101,7 +101,7 @@ bool isStaged(Value rows) {
 
 /// A deferred scatter (smla-defer-scatter) reads its slots from a buffer:
 /// every op that writes that buffer must be a pack_dkv whose mask guards
-/// its indices for this dkv, token and group, or a fill with -1 (no slot).
+/// its indices for this dkv and group, or a fill with -1 (no slot).
 LogicalResult verifyScatterPacked(ScatterPackedOp op) {
   Value slots = op.getSlots();
   bool packed = false;
@@ -109,9 +109,7 @@ LogicalResult verifyScatterPacked(ScatterPackedOp op) {
     if (isa<ScatterPackedOp>(user))
       continue;
     if (auto pack = dyn_cast<PackDkvOp>(user)) {
-      if (pack.getSlots() != slots)
-        return op.emitOpError() << "is an unguarded scatter: its slots are "
-                                   "the packed operand of a pack_dkv";
+      // (slots is i32: it can only be the pack's slots operand.)
       packed = true;
       // Its q and do are the CTA's staged rows (read at token 0), so the
       // indices' token is not compared; their group is.
