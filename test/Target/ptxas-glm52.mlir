@@ -37,8 +37,11 @@
 // RUN: not grep -E "[1-9][0-9]* bytes spill" %t/h/smla_d512_dt64_h16_g1_b64_natural_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h32_g1_b32_base2_pos_bf16_bf16.ptxas.txt %t/h/smla_d512_dt64_h64_g1_b32_s2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: cat %t/h/*.ptx | FileCheck %s --check-prefix=MMA
 // RUN: smla-compile -o %t/wg -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,tokens=2,lse=base2,positions=1,dq=bf16,dkv=bf16,scatter=wgmma
-// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {.*}, {%r[0-9]*, %r[0-9]*, %r[0-9]*, %r[0-9]*}, %rd" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-N64
-// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-N32
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 0, 0;" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-N64
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 0, 0;" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-N32
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 1, 1;" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-DQ32
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 1, 1;" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-DQ8
+// RUN: not grep -c "ldmatrix\|mma.sync.aligned" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-NOSYNC
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-N48
 // RUN: grep -c "wgmma.mma_async" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
 // RUN: FileCheck %s --check-prefix=WGMMA-PTXAS < %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptxas.txt
@@ -98,14 +101,20 @@
 
 // The token-pair kernel with scatter=wgmma: the block products as one
 // chain of 32 m64n64k16 wgmma over [q; do] and 4 m64n32k16 for the rope
-// tail (A, the keys, from registers), then six chains of four m64n48k16
-// for the dKV scatter (smla-defer-scatter: three chunks in the block
-// loop, three after it), the reductions as red.v4 after shfl.xor
-// exchanges; ptxas neither spills nor serialises the wgmma (C7520).
+// tail (both operands by descriptor: the keys swizzled), then six chains
+// of four m64n48k16 for the dKV scatter (smla-defer-scatter: three chunks
+// in the block loop, three after it), the reductions as red.v4 after
+// shfl.xor exchanges, and dQ^T (dq_packed) as 2 x 4 m64n32k16 and 4
+// m64n8k16 with both operands read MN-major (flags 1, 1). No mma.sync and
+// no ldmatrix are left; ptxas neither spills nor serialises the wgmma
+// (C7520).
 // WGMMA-N64: {{^}}32{{$}}
 // WGMMA-N32: {{^}}4{{$}}
+// WGMMA-DQ32: {{^}}8{{$}}
+// WGMMA-DQ8: {{^}}4{{$}}
+// WGMMA-NOSYNC: {{^}}0{{$}}
 // WGMMA-N48: {{^}}24{{$}}
-// WGMMA-ALL: {{^}}60{{$}}
+// WGMMA-ALL: {{^}}72{{$}}
 // WGMMA-PTXAS-NOT: C7520
 // WGMMA-PTXAS: Function properties for smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16_bwd
 // WGMMA-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

@@ -94,6 +94,10 @@ void operandEffects(Operation *op, SmallVectorImpl<Value> &reads,
         reads.append({o.getDs(), o.getTile(), o.getAcc()});
         writes.push_back(o.getAcc());
       })
+      .Case([&](DqPackedOp o) {
+        reads.append({o.getPacked(), o.getTile(), o.getAcc()});
+        writes.push_back(o.getAcc());
+      })
       .Case([&](ScatterDkvOp o) {
         reads.append({o.getDs(), o.getProbs(), o.getQ(), o.getDout()});
       })

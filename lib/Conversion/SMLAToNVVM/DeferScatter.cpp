@@ -48,6 +48,73 @@ SmallVector<Operation *> anchors(Block *body) {
   return at;
 }
 
+/// The block's dQ on the packed dS (dq_packed, on wgmma) with the key tile
+/// swizzled for wgmma, when `pack` (just placed where the scatter
+/// was, at the end of the step) packs the dS that the step's only
+/// dq_accumulate reads, that op reads the key tile of the step's only
+/// gather into an accumulator in registers, and the block products, a
+/// wgmma pair, are the tile's only other readers. The dq op moves after
+/// the pack; the tile becomes an unpadded, 1 KB aligned 64 x 576 buffer
+/// seen through a view marked swizzled (kSwizzledKeysAttr), which the
+/// gather, the products and dq_packed lower by (LowerTileOps.cpp, LowerTileDotWgmma.cpp,
+/// LowerDqWgmma.cpp).
+void packedDq(PackDkvOp pack, int64_t threads) {
+  Block *body = pack->getBlock();
+  auto dqs = body->getOps<DqAccumulateOp>();
+  auto gathers = body->getOps<GatherOp>();
+  if (!llvm::hasSingleElement(dqs) || !llvm::hasSingleElement(gathers))
+    return;
+  DqAccumulateOp dq = *dqs.begin();
+  GatherOp gather = *gathers.begin();
+  auto keys = gather.getTile().getDefiningOp<memref::AllocaOp>();
+  memref::AllocaOp acc = soleRootAlloca(dq.getAcc());
+  if (!keys || dq.getDs() != pack.getDs() || dq.getTile() != keys ||
+      !acc || !acc->hasAttr(kDqRegistersAttr))
+    return;
+  MemRefType type = keys.getType();
+  if (type.getRank() != 2 || type.getDimSize(0) != 64 ||
+      !type.getElementType().isBF16())
+    return;
+  SmallVector<TileDotOp> dots;
+  for (Operation *user : keys->getUsers()) {
+    if (auto dot = dyn_cast<TileDotOp>(user))
+      dots.push_back(dot);
+    else if (user != gather.getOperation() && user != dq.getOperation())
+      return;
+  }
+  if (dots.size() != 2 || dots[0]->getBlock() != body ||
+      !canUseWgmmaDots(dots[0], dots[1], threads))
+    return;
+  int64_t width = dq.getAcc().getType().getDimSize(1);
+  int64_t slots = dqPackedSlots(width);
+  if (!slots || dq.getAcc().getType().getDimSize(0) != kCanonicalHalf)
+    return;
+
+  OpBuilder b(keys);
+  Location loc = keys.getLoc();
+  auto flat = MemRefType::get({64, width}, b.getBF16Type(),
+                              MemRefLayoutAttrInterface{},
+                              type.getMemorySpace());
+  Value buffer = memref::AllocaOp::create(b, loc, flat, ValueRange{},
+                                         ValueRange{},
+                                         b.getI64IntegerAttr(1024));
+  auto view = memref::ReinterpretCastOp::create(
+      b, loc,
+      MemRefType::get({64, width}, b.getBF16Type(),
+                      StridedLayoutAttr::get(b.getContext(), 0, {width, 1}),
+                      type.getMemorySpace()),
+      buffer, 0, ArrayRef<int64_t>{64, width}, ArrayRef<int64_t>{width, 1});
+  view->setAttr(kSwizzledKeysAttr, b.getUnitAttr());
+  keys.replaceAllUsesWith(view.getResult());
+  keys.erase();
+
+  b.setInsertionPointAfter(pack);
+  DqPackedOp::create(b, dq.getLoc(), pack.getPacked(), dq.getTile(),
+                     dq.getAcc());
+  dq.erase();
+  acc->setAttr(kDqRegistersAttr, b.getI64IntegerAttr(slots));
+}
+
 void defer(ScatterDkvOp scatter, int64_t threads) {
   auto loop = dyn_cast<scf::ForOp>(scatter->getParentOp());
   if (!loop || !canUseWgmma(scatter, threads) || !scatter.getMask())
@@ -100,12 +167,14 @@ void defer(ScatterDkvOp scatter, int64_t threads) {
     chunk(b, c);
   }
   b.setInsertionPoint(scatter);
-  PackDkvOp::create(b, loc, scatter.getDs(), scatter.getProbs(),
-                    scatter.getIndices(), scatter.getMask(), packed, slots);
+  auto pack =
+      PackDkvOp::create(b, loc, scatter.getDs(), scatter.getProbs(),
+                        scatter.getIndices(), scatter.getMask(), packed, slots);
   b.setInsertionPointAfter(loop);
   for (int64_t c = 0; c < chunks; ++c)
     chunk(b, c);
   scatter.erase();
+  packedDq(pack, threads);
 }
 
 struct SMLADeferScatterPass

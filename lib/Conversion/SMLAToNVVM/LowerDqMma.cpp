@@ -167,12 +167,16 @@ Value regPtr(OpBuilder &b, Location loc, Value regs, int64_t i) {
                              b.getF32Type(), regs,
                              ArrayRef<LLVM::GEPArg>{static_cast<int32_t>(i)});
 }
+} // namespace
+
 Value loadReg(OpBuilder &b, Location loc, Value regs, int64_t i) {
   return LLVM::LoadOp::create(b, loc, b.getF32Type(), regPtr(b, loc, regs, i));
 }
 void storeReg(OpBuilder &b, Location loc, Value regs, int64_t i, Value v) {
   LLVM::StoreOp::create(b, loc, v, regPtr(b, loc, regs, i));
 }
+
+namespace {
 
 /// A warp's share of the register form: m tile warp % mTiles, column pairs
 /// np = warp / mTiles + i * (warps / mTiles).

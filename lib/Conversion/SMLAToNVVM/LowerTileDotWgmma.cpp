@@ -20,6 +20,13 @@
 // tiles. Probe (bench/wgmma.cu, wg1r): 1.35 us per block against 2.08 for
 // the mma.sync form. The other warpgroups wait at the barrier after it.
 //
+// With the key tile swizzled (smla-defer-scatter, swizzledKeys) A comes
+// from shared memory too: K-major with 128-byte swizzle, SBO 1024 (8-key
+// groups), k step s at slab s / 4 plus 32 (s % 4) bytes, and all k steps
+// in one commit group. Measured on B2 / B3 as part of dQ on wgmma
+// (docs/performance.md, fifteenth session); split over two warpgroups
+// (S^T and dP^T, n32 each) it was 0.3 ms slower on both.
+//
 //===----------------------------------------------------------------------===//
 
 #include "smla/Conversion/SMLAToNVVM/CtaEmitter.h"
@@ -54,6 +61,7 @@ void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
   TileDotOp q = first, dout = second;
   if (canonicalRow(q.getLhs()) != 0)
     std::swap(q, dout);
+  bool swizzled = swizzledKeys(q.getTile());
   Mma m{e.b, e.loc};
   OpBuilder &b = e.b;
   Location loc = e.loc;
@@ -77,27 +85,40 @@ void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
     aRow = wgmma::launder(m, aRow);
     Value descB = wgmma::descriptor(m, wgmma::launder(m, qdo),
                                     2 * kCanonicalHalf * 16, 128);
+    Value descA =
+        swizzled ? wgmma::descriptor(m, wgmma::launder(m, tileBase), 16, 1024,
+                                     /*swizzle128=*/true)
+                 : Value();
+    int64_t groups = w / 16 / kGroup;
     SmallVector<Value> acc;
-    for (int64_t g = 0; g < w / 16 / kGroup; ++g) {
-      SmallVector<SmallVector<Value>> a;
-      for (int64_t i = 0; i < kGroup; ++i)
-        a.push_back(m.ldmatrix(m.add(aRow, 32 * (kGroup * g + i)), 4, false));
-      wgmma::fence(b, loc);
+    for (int64_t g = 0; g < groups; ++g) {
+      SmallVector<SmallVector<Value>> a(kGroup);
+      if (!swizzled)
+        for (int64_t i = 0; i < kGroup; ++i)
+          a[i] = m.ldmatrix(m.add(aRow, 32 * (kGroup * g + i)), 4, false);
+      if (!swizzled || g == 0)
+        wgmma::fence(b, loc);
       for (int64_t i = 0; i < kGroup; ++i) {
         int64_t s = kGroup * g + i;
         Value bs = wgmma::advance(m, descB, s * 2 * kCanonicalHalf * 2 * 16);
+        Value as = swizzled ? wgmma::advance(m, descA,
+                                             s / 4 * kSwizzleSlab + s % 4 * 32)
+                            : Value();
         if (s < d / 16) {
-          acc = wgmma::mmaAsync(m, 64, a[i], Value(), bs, false, acc);
+          acc = wgmma::mmaAsync(m, 64, a[i], as, bs, false, acc);
         } else {
           // The rope tail: the q rows (N 0-31) alone.
           SmallVector<Value> lo = wgmma::mmaAsync(
-              m, 32, a[i], Value(), bs, false,
+              m, 32, a[i], as, bs, false,
               ValueRange(acc).take_front(kCanonicalHalf / 2));
           std::copy(lo.begin(), lo.end(), acc.begin());
         }
       }
-      wgmma::commit(b, loc);
-      wgmma::wait(b, loc, 0);
+      // Registers A: wait before the next group's ldmatrix reuses them.
+      if (!swizzled || g == groups - 1) {
+        wgmma::commit(b, loc);
+        wgmma::wait(b, loc, 0);
+      }
     }
     // acc[4 i + {0, 1}]: key j0, rows 8 i + kq + {0, 1} of [q; do];
     // acc[4 i + {2, 3}]: key j1.

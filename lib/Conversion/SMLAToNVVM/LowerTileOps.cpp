@@ -106,8 +106,12 @@ private:
   /// is checked against the op: a wrong slot count would leave column
   /// pairs unaccumulated.
   LogicalResult placeDqRegisters(OpBuilder &b) {
-    WalkResult r = func.walk([&](DqAccumulateOp dq) {
-      Value acc = dq.getAcc();
+    WalkResult r = func.walk([&](Operation *op) {
+      auto dq = dyn_cast<DqAccumulateOp>(op);
+      auto packed = dyn_cast<DqPackedOp>(op);
+      if (!dq && !packed)
+        return WalkResult::advance();
+      Value acc = dq ? dq.getAcc() : packed.getAcc();
       memref::AllocaOp a = rootAlloca(acc);
       auto slots =
           a ? a->getAttrOfType<IntegerAttr>(kDqRegistersAttr) : IntegerAttr();
@@ -122,7 +126,9 @@ private:
         return refuse("which needs the mma lowering");
       if (soleRootAlloca(acc) != a)
         return refuse("but has more than one view");
-      if (slots.getInt() != dqRegisterSlots(dq, threads))
+      int64_t want = dq ? dqRegisterSlots(dq, threads)
+                        : dqPackedSlots(cast<MemRefType>(acc.getType()).getDimSize(1));
+      if (slots.getInt() != want)
         return refuse("but its column pairs per warp do not match the op's");
       dqRegs[acc] = {allocDqRegisters(b, func.getLoc(), slots.getInt()),
                      slots.getInt()};
@@ -141,13 +147,20 @@ private:
               DScoresOp, ScatterDkvOp, PackDkvOp, ScatterPackedOp, DeltaOp,
               StoreDqOp, CastDkvOp,
               linalg::FillOp>([&](auto typed) { return lowerOp(e, typed); })
-        .Case([&](TileDotOp typed) {
+        .Case([&](TileDotOp typed) -> LogicalResult {
           if (fusedAway.contains(typed))
             return success();
           // Both block products, next to each other with no barrier
           // between them: one pass over the key tile.
           auto next = dyn_cast_or_null<TileDotOp>(typed->getNextNode());
-          if (mma && next && canFuseTileDots(typed, next)) {
+          bool fuse = mma && next && canFuseTileDots(typed, next);
+          // The canonical key tile is read by the wgmma pair alone.
+          if (swizzledKeys(typed.getTile()) &&
+              !(fuse && canUseWgmmaDots(typed, next, threads)))
+            return typed.emitOpError()
+                   << "reads the swizzled key tile: only the wgmma form "
+                      "of the block products can";
+          if (fuse) {
             lowerTileDotPair(e, typed, next);
             fusedAway.insert(next);
             return success();
@@ -159,7 +172,20 @@ private:
           lowerPairUnion(e, typed);
           return success();
         })
-        .Case([&](DqAccumulateOp typed) {
+        .Case([&](DqPackedOp typed) -> LogicalResult {
+          Value regs = dqRegs.lookup(typed.getAcc()).first;
+          if (!mma || threads != 512 || !regs ||
+              !swizzledKeys(typed.getTile()))
+            return typed.emitOpError()
+                   << "needs the mma lowering, 512 threads, the swizzled "
+                      "key tile and its accumulator in registers";
+          lowerDqPacked(e, typed, regs);
+          return success();
+        })
+        .Case([&](DqAccumulateOp typed) -> LogicalResult {
+          if (swizzledKeys(typed.getTile()))
+            return typed.emitOpError()
+                   << "reads the swizzled key tile: only dq_packed can";
           auto regs = dqRegs.lookup(typed.getAcc());
           lowerDqAccumulate(e, typed, mma, regs.first, regs.second);
           return success();
@@ -196,8 +222,12 @@ private:
     // The second half of a split gather (smla-prefetch-keys): every
     // thread waits for the copies it issued; the barrier after it
     // (Barriers.cpp: the op writes the tile) makes them visible to all.
+    bool swizzled = swizzledKeys(op.getTile());
     if (op.getWaitOnly()) {
       NVVM::CpAsyncWaitGroupOp::create(e.b, e.loc, 0);
+      // wgmma reads the swizzled tile through the async proxy.
+      if (swizzled)
+        emitProxyFence(e.b, e.loc);
       return success();
     }
     MemRefType tile = op.getTile().getType();
@@ -207,6 +237,9 @@ private:
                                  "whose widths are multiples of 8";
     int64_t rows = tile.getDimSize(0), chunks = width / 8;
     Value kv = op.getKv(), g = op.getGroup(), dst = op.getTile();
+    if (swizzled)
+      return lowerSwizzledGather(e, op, lanes.lookup(op.getMask()),
+                                 lanes.lookup(op.getIndices()));
     // A team of `team` consecutive threads (the largest power of two with
     // team * rows <= threads) copies one row: its index lane and mask are
     // evaluated once per row, not once per 16-byte chunk, and the team's
@@ -509,7 +542,14 @@ private:
 
   LogicalResult lowerOp(CtaEmitter &e, StoreDqOp op) {
     if (auto regs = dqRegs.lookup(op.getAcc()); regs.first) {
-      storeDqRegisters(e, op, regs.first, regs.second);
+      // The array's layout is that of the ops that accumulate into it.
+      bool packed = llvm::any_of(op.getAcc().getUsers(), [](Operation *u) {
+        return isa<DqPackedOp>(u);
+      });
+      if (packed)
+        storeDqPackedRegisters(e, op, regs.first);
+      else
+        storeDqRegisters(e, op, regs.first, regs.second);
       return success();
     }
     MemRefType acc = op.getAcc().getType();

@@ -164,6 +164,8 @@ struct SMLAAllocateSmemPass
       for (memref::AllocaOp a : allocas) {
         LiveRange live = computeLiveRange(a.getResult(), order);
         int64_t size = llvm::alignTo(byteSize(a.getType()), kAlign);
+        // A swizzled wgmma operand asks for more (memref.alloca alignment).
+        int64_t align = std::max<int64_t>(kAlign, a.getAlignment().value_or(0));
         int64_t offset = 0;
         bool moved = true;
         while (moved) {
@@ -171,7 +173,7 @@ struct SMLAAllocateSmemPass
           for (const Placed &p : placed)
             if (p.live.overlaps(live) && offset < p.offset + p.size &&
                 p.offset < offset + size) {
-              offset = p.offset + p.size;
+              offset = llvm::alignTo(p.offset + p.size, align);
               moved = true;
             }
         }

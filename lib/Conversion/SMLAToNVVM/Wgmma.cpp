@@ -37,7 +37,8 @@ void wait(OpBuilder &b, Location loc, int64_t pending) {
             "wgmma.wait_group.sync.aligned " + std::to_string(pending) + ";");
 }
 
-Value descriptor(Mma &m, Value addr, int64_t lbo, int64_t sbo) {
+Value descriptor(Mma &m, Value addr, int64_t lbo, int64_t sbo,
+                 bool swizzle128) {
   OpBuilder &b = m.b;
   Location loc = m.loc;
   Value a = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
@@ -46,7 +47,9 @@ Value descriptor(Mma &m, Value addr, int64_t lbo, int64_t sbo) {
   };
   Value start = arith::ShRUIOp::create(
       b, loc, arith::AndIOp::create(b, loc, a, i64(0x3FFFF)), i64(4));
-  int64_t fields = ((lbo >> 4) << 16) | ((sbo >> 4) << 32);
+  // Bits 62-63, the layout: 1 is the 128-byte swizzle.
+  int64_t fields = ((lbo >> 4) << 16) | ((sbo >> 4) << 32) |
+                   (swizzle128 ? int64_t(1) << 62 : 0);
   return arith::OrIOp::create(b, loc, start, i64(fields));
 }
 
@@ -68,7 +71,8 @@ Value launder(Mma &m, Value v) {
 }
 
 SmallVector<Value> mmaAsync(Mma &m, int64_t n, ValueRange aRegs, Value descA,
-                            Value descB, bool transB, ValueRange d) {
+                            Value descB, bool transB, ValueRange d,
+                            bool transA) {
   OpBuilder &b = m.b;
   Location loc = m.loc;
   int64_t regs = n / 2;
@@ -101,7 +105,8 @@ SmallVector<Value> mmaAsync(Mma &m, int64_t n, ValueRange aRegs, Value descA,
   constraints += "l";
   operands.push_back(descB);
   // Register A takes no transpose flag of its own.
-  std::string flags = aRegs.empty() ? (transB ? "0, 1" : "0, 0")
+  std::string flags = aRegs.empty() ? std::string(transA ? "1, " : "0, ") +
+                                          (transB ? "1" : "0")
                                     : (transB ? "1" : "0");
   std::string text = std::string("{\n.reg .pred p;\nsetp.ne.b32 p, ") +
                      (accumulate ? "1" : "0") +

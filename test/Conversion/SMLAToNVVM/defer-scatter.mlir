@@ -2,6 +2,7 @@
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512" --smla-defer-scatter %s | FileCheck %s --check-prefix=MMA
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=LOWER
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=PRODUCTS
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=DQ
 // RUN: not smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-allocate-smem --smla-lower-to-nvvm %s 2>&1 | FileCheck %s --check-prefix=UNSPLIT
 
 // The token-pair kernel of GLM-5.2's shape (two tokens of 16 heads, D 512
@@ -9,37 +10,48 @@
 // one canonical [q; do] tile, the scatter split into pack_dkv where it was
 // and three scatter_packed chunks of 192 columns spread over the next step
 // (before the key gather, before the block products, before the dQ
-// accumulate), the last block's chunks after the loop.
+// accumulate), the last block's chunks after the loop. The block's dQ then
+// runs on the packed dS (dq_packed, after the pack) and the key tile is an
+// unpadded, 1 KB aligned buffer in wgmma's 128-byte swizzle.
 
 // CHECK-LABEL: gpu.func @pair_bwd
 // CHECK: %[[PACKED:.*]] = memref.alloca() : memref<2x64x32xbf16, #gpu.address_space<workgroup>>
 // CHECK: %[[SLOTS:.*]] = memref.alloca() : memref<64xi32, #gpu.address_space<workgroup>>
+// CHECK: %[[KEYBUF:.*]] = memref.alloca() {alignment = 1024 : i64} : memref<64x576xbf16, #gpu.address_space<workgroup>>
+// CHECK-NEXT: %[[KEYS:.*]] = memref.reinterpret_cast %[[KEYBUF]] to offset: [0], sizes: [64, 576], strides: [576, 1] {smla.swizzled_keys}
+// CHECK: %[[ACC:.*]] = memref.alloca() {smla.dq_registers = 5 : i64} : memref<32x584xf32, #gpu.address_space<workgroup>>
+// CHECK-NEXT: %[[ACCV:.*]] = memref.subview %[[ACC]]
 // CHECK: %[[Q:.*]] = memref.reinterpret_cast %{{.*}} {smla.canonical_row = 0 : i64}
 // CHECK: %[[DO:.*]] = memref.reinterpret_cast %{{.*}} {smla.canonical_row = 32 : i64}
 // Before the loop no slot is valid: the first step's chunks add nothing.
 // CHECK: linalg.fill ins(%c-1_i32 : i32) outs(%[[SLOTS]] : memref<64xi32, #gpu.address_space<workgroup>>)
 // CHECK-NEXT: scf.for
 // CHECK: smla.scatter_packed %[[PACKED]], %[[SLOTS]], %[[Q]], %[[DO]][%{{.*}}, %{{.*}}] into %{{.*}}[%block_id_y] {chunk = 0 : i64, chunks = 3 : i64}
-// CHECK-NEXT: smla.gather
+// CHECK-NEXT: smla.gather {{.*}} into %[[KEYS]]
 // CHECK-NEXT: smla.scatter_packed %[[PACKED]], %[[SLOTS]], {{.*}} {chunk = 1 : i64, chunks = 3 : i64}
-// CHECK-NEXT: smla.tile_dot
+// CHECK-NEXT: smla.tile_dot %{{.*}}, %[[KEYS]] into
+// CHECK-NEXT: smla.tile_dot %{{.*}}, %[[KEYS]] into
 // CHECK: smla.dscores
 // CHECK-NEXT: smla.scatter_packed %[[PACKED]], %[[SLOTS]], {{.*}} {chunk = 2 : i64, chunks = 3 : i64}
-// CHECK-NEXT: smla.dq_accumulate
+// CHECK-NOT: smla.dq_accumulate
 // The pack takes the scatter's own index pair and mask (dkv-bounded).
 // CHECK: %[[IDX:indices[_0-9]*]], %[[MASK:mask[_0-9]*]], %{{.*}} = smla.index_pair
 // CHECK: smla.pack_dkv %{{.*}}, %{{.*}} rows(%[[IDX]]) mask(%[[MASK]] : vector<64xi1>) into %[[PACKED]], %[[SLOTS]]
+// CHECK-NEXT: smla.dq_packed %[[PACKED]], %[[KEYS]] into %[[ACCV]]
 // CHECK-NEXT: }
 // CHECK-NEXT: smla.scatter_packed {{.*}} {chunk = 0 : i64, chunks = 3 : i64}
 // CHECK-NEXT: smla.scatter_packed {{.*}} {chunk = 1 : i64, chunks = 3 : i64}
 // CHECK-NEXT: smla.scatter_packed {{.*}} {chunk = 2 : i64, chunks = 3 : i64}
 // CHECK-NEXT: smla.store_dq
 // CHECK-NOT: smla.scatter_dkv
+// CHECK-NOT: smla.dq_accumulate
 
 // Without wgmma-scatter the rows are staged as before and the scatter stays.
 // MMA-LABEL: gpu.func @pair_bwd
 // MMA-NOT: smla.canonical_row
 // MMA-NOT: smla.pack_dkv
+// MMA-NOT: smla.swizzled_keys
+// MMA: smla.dq_accumulate
 // MMA: smla.scatter_dkv
 // MMA-NOT: smla.scatter_packed
 // MMA: gpu.return
@@ -50,7 +62,7 @@
 // per pair of n8 tiles four shfl.xor 1 and two red.v4 predicated by
 // slot >= 0.
 // LOWER-LABEL: gpu.func @pair_bwd
-// LOWER-SAME: smla.dynamic_smem = 175488
+// LOWER-SAME: smla.dynamic_smem = 175104
 // LOWER: scf.for
 // LOWER: "mov.b64 $0, $1;"
 // LOWER: "wgmma.fence.sync.aligned;"
@@ -71,26 +83,56 @@
 // LOWER-NOT: smla.
 // LOWER: gpu.return
 
-// The block products on the same tile (LowerTileDotWgmma.cpp): in
-// warpgroup 0 (warps < 4), per group of 4 k steps four ldmatrix.x4 of the
-// warp's 16 keys, a fence, four wgmma with A from those registers and B
-// the [q; do] descriptor (the first with scale-d false), commit, wait 0;
-// 8 groups of m64n64k16 over [q; do], then one of m64n32k16 for the rope
-// tail of q.
+// The block products on the same tile (LowerTileDotWgmma.cpp), with the
+// key tile swizzled: in warpgroup 0 (warps < 4), one fence, 32 wgmma
+// m64n64k16 over [q; do] and 4 m64n32k16 for the rope tail of q, both
+// operands by descriptor (A: the keys, K-major, 128-byte swizzle: layout 1
+// in bits 62-63, SBO 1024, LBO 16), the first with scale-d false, one
+// commit, wait 0; no ldmatrix.
 // PRODUCTS-LABEL: gpu.func @pair_bwd
 // PRODUCTS: %[[WG0:.*]] = arith.cmpi ult, %{{.*}}, %c4{{.*}} : index
 // PRODUCTS-NEXT: scf.if %[[WG0]] {
-// PRODUCTS-COUNT-4: nvvm.ldmatrix {{.*}}num = 4
-// PRODUCTS: "wgmma.fence.sync.aligned;"
-// PRODUCTS-NEXT: setp.ne.b32 p, 0, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, {$32, $33, $34, $35}, $36, p, 1, 1, 0;
-// PRODUCTS-COUNT-3: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16
+// PRODUCTS-NOT: nvvm.ldmatrix
+// PRODUCTS: %[[SW:.*]] = arith.constant 4611686293305360384 : i64
+// PRODUCTS-NEXT: %[[DESCA:.*]] = arith.ori %{{.*}}, %[[SW]] : i64
+// PRODUCTS-NEXT: "wgmma.fence.sync.aligned;"
+// PRODUCTS-NEXT: setp.ne.b32 p, 0, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, $32, $33, p, 1, 1, 0, 0;{{.*}} %[[DESCA]], %{{.*}} : (i64, i64)
+// PRODUCTS-NOT: wgmma.commit_group
+// PRODUCTS-COUNT-31: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n64k16
+// PRODUCTS-NOT: wgmma.commit_group
+// PRODUCTS-COUNT-4: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {{.*}}, $16, $17, p, 1, 1, 0, 0;
+// PRODUCTS-NEXT: llvm.extractvalue
 // PRODUCTS: "wgmma.commit_group.sync.aligned;"
 // PRODUCTS-NEXT: "wgmma.wait_group.sync.aligned 0;"
-// PRODUCTS-COUNT-28: wgmma.mma_async.sync.aligned.m64n64k16
-// PRODUCTS-COUNT-4: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {{.*}}, {$16, $17, $18, $19}, $20, p, 1, 1, 0;
-// PRODUCTS: "wgmma.wait_group.sync.aligned 0;"
 // PRODUCTS-COUNT-32: memref.store {{.*}} : memref<32x64xf32, strided<[72, 1]>, #gpu.address_space<workgroup>>
 // PRODUCTS: gpu.return
+
+// The gather into the swizzled tile: chunk k of a row at 16 (k ^ (r % 8))
+// bytes of its 128-byte line, 9 slabs; the wait, then the async-proxy
+// fence for the wgmma readers. dq_packed: after the pack's fence and a
+// barrier, in every warpgroup one fence, 2 tiles x 4 k steps of m64n32k16
+// (A: the key slab MN-major, swizzled, LBO 8192, SBO 1024: flags 1, 1),
+// accumulating (scale-d 1: the accumulators carry over blocks), 4 k steps
+// of m64n8k16 for its 8 rows of the last tile, one commit, wait 0.
+// DQ-LABEL: gpu.func @pair_bwd
+// DQ: scf.for
+// DQ: arith.xori %{{.*}}, %{{.*}} : index
+// DQ: scf.for %{{.*}} = %c0{{.*}} to %c9{{.*}} step %c1
+// DQ: nvgpu.device_async_copy {{.*}}, 8, %{{.*}} {bypassL1} : memref<?x1x576xbf16> to memref<36864xbf16, strided<[1]>, #gpu.address_space<workgroup>>
+// DQ: nvgpu.device_async_wait
+// DQ-NEXT: "fence.proxy.async.shared::cta;"
+// DQ: "fence.proxy.async.shared::cta;"
+// DQ-NEXT: gpu.barrier
+// DQ: "wgmma.fence.sync.aligned;"
+// DQ: arith.constant 4611686293338849280 : i64
+// DQ-COUNT-8: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {{.*}}, $16, $17, p, 1, 1, 1, 1;
+// DQ-COUNT-4: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {{.*}}, $4, $5, p, 1, 1, 1, 1;
+// DQ-NEXT: llvm.extractvalue
+// DQ: "wgmma.commit_group.sync.aligned;"
+// DQ-NEXT: "wgmma.wait_group.sync.aligned 0;"
+// DQ-NOT: nvvm.mma.sync
+// DQ: gpu.barrier
+// DQ: gpu.return
 
 // Without smla-defer-scatter the staged canonical tile has no lowering.
 // UNSPLIT: error: 'smla.scatter_dkv' op reads the canonical [q; do] tile: only its wgmma form

@@ -98,6 +98,11 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
                   const LaneFn &index);
 void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op);
 
+/// The gather into the swizzled key tile (SwizzledKeys.cpp); `mask` and
+/// `index` give the lanes of the op's mask and index vectors.
+LogicalResult lowerSwizzledGather(CtaEmitter &e, GatherOp op,
+                                  const LaneFn &mask, const LaneFn &index);
+
 /// tile_dot and dq_accumulate, on CUDA cores or on tensor cores (mma.sync).
 void lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma);
 void lowerPairUnion(CtaEmitter &e, PairUnionOp op);
@@ -117,6 +122,17 @@ void lowerTileDotPair(CtaEmitter &e, TileDotOp first, TileDotOp second);
 /// as the canonical [q; do] tile of a 32-row CTA at block 64.
 bool canUseWgmmaDots(TileDotOp first, TileDotOp second, int64_t threads);
 void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second);
+/// dq_packed on wgmma (LowerDqWgmma.cpp), for a 32-row CTA at block 64 on
+/// 512 threads with the key tile swizzled (swizzledKeys): dQ^T = K^T dS^T
+/// in m64n32k16 tiles of 64 columns, warpgroup w taking tiles w, w + 4,
+/// ... and, when the tile count is 1 mod 4, rows 8 w to 8 w + 7 of the
+/// last. The accumulators stay in registers (the
+/// private array of the register form). dqPackedSlots gives the array's
+/// size in 8-register slots for a width (0: the form does not apply).
+int64_t dqPackedSlots(int64_t width);
+void lowerDqPacked(CtaEmitter &e, DqPackedOp op, Value regs);
+void storeDqPackedRegisters(CtaEmitter &e, StoreDqOp op, Value regs);
+
 /// dq_accumulate; with `regs` (mma only) in the register form
 /// (LowerDqMma.cpp): C in the private array of `slots` column pairs.
 void lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma,
@@ -127,6 +143,10 @@ void lowerDqAccumulate(CtaEmitter &e, DqAccumulateOp op, bool mma,
 int64_t dqRegisterSlots(DqAccumulateOp op, int64_t threads);
 /// The private array of the register form (at the function's entry).
 Value allocDqRegisters(OpBuilder &b, Location loc, int64_t slots);
+/// Element `i` of that array (a constant index: LLVM keeps it in a
+/// register).
+Value loadReg(OpBuilder &b, Location loc, Value regs, int64_t i);
+void storeReg(OpBuilder &b, Location loc, Value regs, int64_t i, Value v);
 /// The register form's fill with zeros and store_dq.
 void zeroDqRegisters(CtaEmitter &e, Value regs, int64_t slots);
 void storeDqRegisters(CtaEmitter &e, StoreDqOp op, Value regs, int64_t slots);

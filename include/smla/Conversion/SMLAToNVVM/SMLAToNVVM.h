@@ -145,6 +145,15 @@ constexpr llvm::StringLiteral kCanonicalRowAttr = "smla.canonical_row";
 /// The first row of `memref` in the canonical [q; do] tile, if it is a
 /// view of one.
 std::optional<int64_t> canonicalRow(Value memref);
+/// Marks the view of a key tile that smla-defer-scatter laid out for wgmma
+/// with 128-byte swizzle (DeferScatter.cpp): slab c / 64 of 8 KB, key
+/// group j / 8 of 1 KB in it, key j % 8 at 128 (j % 8), 16-byte chunk
+/// (c % 64) / 8 at 16 (((c % 64) / 8) ^ (j % 8)).
+constexpr llvm::StringLiteral kSwizzledKeysAttr = "smla.swizzled_keys";
+bool swizzledKeys(Value memref);
+/// Bytes of one 64-column slab of a swizzled 64-key tile.
+constexpr int64_t kSwizzleSlab = 64 * 128;
+
 /// `fence.proxy.async.shared::cta`: generic-proxy writes of shared memory
 /// before async-proxy (wgmma) reads.
 void emitProxyFence(OpBuilder &b, Location loc);

@@ -313,6 +313,18 @@ LogicalResult DqAccumulateOp::verify() {
                          dim(getTile(), 1));
 }
 
+LogicalResult DqPackedOp::verify() {
+  if (dim(getPacked(), 0) != 2)
+    return emitOpError() << "packed must hold two products (dS and P)";
+  if (failed(checkLength(*this, "packed slots", dim(getPacked(), 1),
+                         "tile rows", dim(getTile(), 0))) ||
+      failed(checkLength(*this, "acc rows", dim(getAcc(), 0), "packed rows",
+                         dim(getPacked(), 2))))
+    return failure();
+  return checkWithinTile(*this, "acc width", dim(getAcc(), 1),
+                         dim(getTile(), 1));
+}
+
 /// The dkv rows a scatter reduces into are as wide as q; do is [T, H, D]
 /// with D <= that width.
 static LogicalResult checkScatterWidths(Operation *op, Value dkv, Value q,

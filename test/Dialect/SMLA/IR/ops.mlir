@@ -117,6 +117,9 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
       {chunk = 1 : i64, chunks = 3 : i64} : memref<2x16x2xbf16>,
       memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>,
       memref<?x2x48xf32>
+  // CHECK: smla.dq_packed %{{.*}}, %{{.*}} into %{{.*}} : memref<2x16x2xbf16>, memref<16x48xbf16>, memref<2x48xf32>
+  smla.dq_packed %packed, %keys into %dqa
+      : memref<2x16x2xbf16>, memref<16x48xbf16>, memref<2x48xf32>
   // CHECK: smla.store_dq %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}] : memref<2x48xf32>, memref<?x4x48xbf16>
   smla.store_dq %dqa into %dq[%t, %g] : memref<2x48xf32>, memref<?x4x48xbf16>
   // CHECK: smla.cast_dkv %{{.*}} into %{{.*}} : memref<?x2x48xf32>, memref<?x2x48xbf16>

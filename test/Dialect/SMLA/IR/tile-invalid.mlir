@@ -287,3 +287,35 @@ func.func @scatter_packed_width(%packed: memref<2x16x4xbf16>, %slots: memref<16x
   smla.scatter_packed %packed, %slots, %q, %do[%t, %g] into %acc[%g] {chunk = 0 : i64, chunks = 3 : i64} : memref<2x16x4xbf16>, memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, memref<?x1x32xf32>
   return
 }
+
+// -----
+
+func.func @dq_packed_slots(%packed: memref<2x16x2xbf16>, %keys: memref<32x48xbf16>, %acc: memref<2x48xf32>) {
+  // expected-error @+1 {{length of 'packed slots' (16) must equal tile rows (32)}}
+  smla.dq_packed %packed, %keys into %acc : memref<2x16x2xbf16>, memref<32x48xbf16>, memref<2x48xf32>
+  return
+}
+
+// -----
+
+func.func @dq_packed_rows(%packed: memref<2x16x4xbf16>, %keys: memref<16x48xbf16>, %acc: memref<2x48xf32>) {
+  // expected-error @+1 {{length of 'acc rows' (2) must equal packed rows (4)}}
+  smla.dq_packed %packed, %keys into %acc : memref<2x16x4xbf16>, memref<16x48xbf16>, memref<2x48xf32>
+  return
+}
+
+// -----
+
+func.func @dq_packed_two(%packed: memref<1x16x2xbf16>, %keys: memref<16x48xbf16>, %acc: memref<2x48xf32>) {
+  // expected-error @+1 {{packed must hold two products (dS and P)}}
+  smla.dq_packed %packed, %keys into %acc : memref<1x16x2xbf16>, memref<16x48xbf16>, memref<2x48xf32>
+  return
+}
+
+// -----
+
+func.func @dq_packed_width(%packed: memref<2x16x2xbf16>, %keys: memref<16x48xbf16>, %acc: memref<2x64xf32>) {
+  // expected-error @+1 {{acc width}}
+  smla.dq_packed %packed, %keys into %acc : memref<2x16x2xbf16>, memref<16x48xbf16>, memref<2x64xf32>
+  return
+}

@@ -423,6 +423,29 @@ def SMLA_DqAccumulateOp : SMLA_Op<"dq_accumulate"> {
   let hasVerifier = 1;
 }
 
+def SMLA_DqPackedOp : SMLA_Op<"dq_packed"> {
+  let summary = "dQ += dS * K for one block, dS from a pack_dkv";
+  let description = [{
+    `acc[h, c] += sum_j packed[0, j, h] * tile[j, c]`: the `dq_accumulate`
+    of a block whose dS a `pack_dkv` has already rounded to bf16 and packed
+    (`smla-defer-scatter` moves the pack before dQ). GPU only: the lowering
+    runs dQ^T = K^T dS^T on wgmma, with the key tile in the canonical
+    layout. Masked lanes have `ds = 0` and a zero-filled tile row.
+
+    ```mlir
+    smla.dq_packed %packed, %tile into %acc
+        : memref<2x64x32xbf16>, memref<64x576xbf16>, memref<32x576xf32>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[BF16], [3]>:$packed, SMLA_KeyTile:$tile,
+      SMLA_F32Tile:$acc);
+  let assemblyFormat = [{
+    $packed `,` $tile `into` $acc attr-dict `:` type($packed) `,`
+    type($tile) `,` type($acc)
+  }];
+  let hasVerifier = 1;
+}
+
 def SMLA_ScatterDkvOp
     : SMLA_Op<"scatter_dkv", [AllTypesMatch<["ds", "probs"]>]> {
   let summary = "Masked scatter-accumulate of one block into fp32 dKV";
