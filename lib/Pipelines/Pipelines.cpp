@@ -48,7 +48,9 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
   mapOptions.wgmmaScatter = wgmmaScatter;
   pm.addPass(createSMLAGpuMap(mapOptions));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  if (prefetchKeys)
+  // With the wgmma scatter the step's dQ (dq_packed, at its end) reads the
+  // key tile until the step is over: no key gather can be issued early.
+  if (prefetchKeys && !wgmmaScatter)
     kernels.addPass(createSMLAPrefetchKeys());
   kernels.addPass(createSMLADeferScatter());
   // The split scatter's guard lives in its pack_dkv: checked here, while

@@ -43,6 +43,10 @@
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 1, 1;" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-DQ8
 // RUN: not grep -c "ldmatrix\|mma.sync.aligned" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-NOSYNC
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-N48
+// RUN: smla-compile -o %t/b1 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=natural,positions=1,dq=bf16,dkv=bf16,scatter=wgmma
+// RUN: grep -c "wgmma.mma_async" %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
+// RUN: not grep -c "ldmatrix\|mma.sync.aligned" %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-NOSYNC
+// RUN: FileCheck %s --check-prefix=WGMMA-B1 < %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptxas.txt
 // RUN: grep -c "wgmma.mma_async" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
 // RUN: FileCheck %s --check-prefix=WGMMA-PTXAS < %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,scatter=tma 2>&1 | FileCheck %s --check-prefix=SCATTER
@@ -115,6 +119,13 @@
 // WGMMA-NOSYNC: {{^}}0{{$}}
 // WGMMA-N48: {{^}}24{{$}}
 // WGMMA-ALL: {{^}}72{{$}}
+// B1's 32-head CTAs with scatter=wgmma (the library's H=64 kernels): the
+// same 72 wgmma and no mma.sync, though smla-compile prefetches keys by
+// default (the pipeline leaves smla-prefetch-keys out for scatter=wgmma:
+// dq_packed reads the key tile until the end of each block).
+// WGMMA-B1-NOT: C7520
+// WGMMA-B1: Function properties for smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16_bwd
+// WGMMA-B1-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // WGMMA-PTXAS-NOT: C7520
 // WGMMA-PTXAS: Function properties for smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16_bwd
 // WGMMA-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

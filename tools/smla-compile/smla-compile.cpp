@@ -61,8 +61,9 @@ static cl::opt<bool> useMma("mma",
 static cl::opt<bool> prefetchKeys(
     "prefetch-keys",
     cl::desc("Issue the next top-k block's key gather during this block's "
-             "dKV scatter (smla-prefetch-keys); false: gather, then wait, "
-             "at the start of each block"),
+             "dKV scatter (smla-prefetch-keys; not for scatter=wgmma "
+             "configurations); false: gather, then wait, at the start of "
+             "each block"),
     cl::init(true));
 static cl::opt<int> ctaThreads(
     "cta-threads", cl::desc("Threads per CTA of the bwd kernel (a multiple of 32, "

@@ -228,6 +228,18 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     The buffers are single: chunk 2 of step j - 1 precedes the pack of
     step j, and smla-insert-barriers places the barriers between them.
 
+    Then, when the step's only `smla.dq_accumulate` reads the packed dS
+    and the key tile of the step's only gather into an accumulator in
+    registers, and the block products (a wgmma pair) are the tile's only
+    other readers, the dQ update becomes a `smla.dq_packed` right after the
+    pack (dQ^T = K^T dS^T on wgmma, from the packed dS^T), and the key tile
+    an unpadded, 1 KB aligned buffer seen through a view marked
+    `smla.swizzled_keys`: wgmma's 128-byte swizzle, which the gather, the
+    products (keys by descriptor, K-major) and `dq_packed` (MN-major)
+    lower by. B2 and B3 1.20x over the mma.sync dQ with the padded
+    row-major tile; the unswizzled canonical layout was 0.9x on B2 (each
+    128-byte kv line filled 8 shared-memory lines).
+
     Before (one step):
     ```mlir
     smla.gather ... {wait_only}
@@ -247,8 +259,8 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
       smla.tile_dot ...
       smla.softmax ... ; smla.dscores ...
       smla.scatter_packed ... {chunk = 2, chunks = 3}
-      smla.dq_accumulate ...
       smla.pack_dkv %ds, %p rows(%idx) mask(%m ...) into %packed, %slots
+      smla.dq_packed %packed, %keys into %acc
     }
     smla.scatter_packed ... {chunk = 0, chunks = 3}   (and 1, 2)
     ```
@@ -265,7 +277,7 @@ def SMLAAllocateSmem : Pass<"smla-allocate-smem", "::mlir::gpu::GPUModuleOp"> {
     `memref.view` of one `.extern .shared` buffer (`memref.global @smla_smem`
     of `memref<0xi8, workgroup>`) at a constant byte offset. Buffers whose
     live ranges overlap get disjoint byte ranges (first fit, 128-byte
-    aligned); a live range is the span of the buffer's uses (through every
+    aligned, or the alloca's `alignment` where larger); a live range is the span of the buffer's uses (through every
     view and address computed from it), widened to the whole of the
     outermost loop around a use that does not also enclose the buffer's
     definition: a buffer used in a loop is live across its back edge. The total goes to the

@@ -24,7 +24,9 @@ void buildCpuPipeline(OpPassManager &pm);
 /// `threads` threads per CTA (a multiple of 32); q/do rows are staged in
 /// shared memory only within the share that leaves room for `ctasPerSm`
 /// CTAs per SM. With `prefetchKeys`, each block's key gather is issued
-/// during the previous block (smla-prefetch-keys).
+/// during the previous block (smla-prefetch-keys), but for `wgmmaScatter`
+/// (the configuration key scatter=wgmma), whose dQ update on wgmma reads
+/// the key tile until the end of each block.
 void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
                             int64_t ctasPerSm = 1, bool prefetchKeys = true,
                             bool wgmmaScatter = false);
