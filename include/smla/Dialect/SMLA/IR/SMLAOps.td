@@ -429,8 +429,9 @@ def SMLA_DqPackedOp : SMLA_Op<"dq_packed"> {
     `acc[h, c] += sum_j packed[0, j, h] * tile[j, c]`: the `dq_accumulate`
     of a block whose dS a `pack_dkv` has already rounded to bf16 and packed
     (`smla-defer-scatter` moves the pack before dQ). GPU only: the lowering
-    runs dQ^T = K^T dS^T on wgmma, with the key tile in the canonical
-    layout. Masked lanes have `ds = 0` and a zero-filled tile row.
+    runs dQ^T = K^T dS^T on wgmma, with the key tile in wgmma's 128-byte
+    swizzle (`smla.swizzled_keys`). Masked lanes have `ds = 0` and a
+    zero-filled tile row.
 
     ```mlir
     smla.dq_packed %packed, %tile into %acc
