@@ -56,8 +56,8 @@ SmallVector<Operation *> anchors(Block *body) {
 /// wgmma pair, are the tile's only other readers. The dq op moves after
 /// the pack; the tile becomes an unpadded, 1 KB aligned 64 x 576 buffer
 /// seen through a view marked swizzled (kSwizzledKeysAttr), which the
-/// gather, the products and dq_packed lower by (LowerTileOps.cpp, LowerTileDotWgmma.cpp,
-/// LowerDqWgmma.cpp).
+/// gather, the products and dq_packed lower by (LowerTileOps.cpp,
+/// LowerTileDotWgmma.cpp, LowerDqWgmma.cpp).
 void packedDq(PackDkvOp pack, int64_t threads) {
   Block *body = pack->getBlock();
   auto dqs = body->getOps<DqAccumulateOp>();
@@ -68,8 +68,8 @@ void packedDq(PackDkvOp pack, int64_t threads) {
   GatherOp gather = *gathers.begin();
   auto keys = gather.getTile().getDefiningOp<memref::AllocaOp>();
   memref::AllocaOp acc = soleRootAlloca(dq.getAcc());
-  if (!keys || dq.getDs() != pack.getDs() || dq.getTile() != keys ||
-      !acc || !acc->hasAttr(kDqRegistersAttr))
+  if (!keys || dq.getDs() != pack.getDs() || dq.getTile() != keys || !acc ||
+      !acc->hasAttr(kDqRegistersAttr))
     return;
   MemRefType type = keys.getType();
   if (type.getRank() != 2 || type.getDimSize(0) != 64 ||
@@ -92,12 +92,11 @@ void packedDq(PackDkvOp pack, int64_t threads) {
 
   OpBuilder b(keys);
   Location loc = keys.getLoc();
-  auto flat = MemRefType::get({64, width}, b.getBF16Type(),
-                              MemRefLayoutAttrInterface{},
-                              type.getMemorySpace());
-  Value buffer = memref::AllocaOp::create(b, loc, flat, ValueRange{},
-                                         ValueRange{},
-                                         b.getI64IntegerAttr(1024));
+  auto flat =
+      MemRefType::get({64, width}, b.getBF16Type(), MemRefLayoutAttrInterface{},
+                      type.getMemorySpace());
+  Value buffer = memref::AllocaOp::create(
+      b, loc, flat, ValueRange{}, ValueRange{}, b.getI64IntegerAttr(1024));
   auto view = memref::ReinterpretCastOp::create(
       b, loc,
       MemRefType::get({64, width}, b.getBF16Type(),

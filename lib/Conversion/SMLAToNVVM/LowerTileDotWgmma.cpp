@@ -108,9 +108,9 @@ void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
           acc = wgmma::mmaAsync(m, 64, a[i], as, bs, false, acc);
         } else {
           // The rope tail: the q rows (N 0-31) alone.
-          SmallVector<Value> lo = wgmma::mmaAsync(
-              m, 32, a[i], as, bs, false,
-              ValueRange(acc).take_front(kCanonicalHalf / 2));
+          SmallVector<Value> lo =
+              wgmma::mmaAsync(m, 32, a[i], as, bs, false,
+                              ValueRange(acc).take_front(kCanonicalHalf / 2));
           std::copy(lo.begin(), lo.end(), acc.begin());
         }
       }

@@ -126,8 +126,9 @@ private:
         return refuse("which needs the mma lowering");
       if (soleRootAlloca(acc) != a)
         return refuse("but has more than one view");
-      int64_t want = dq ? dqRegisterSlots(dq, threads)
-                        : dqPackedSlots(cast<MemRefType>(acc.getType()).getDimSize(1));
+      int64_t want =
+          dq ? dqRegisterSlots(dq, threads)
+             : dqPackedSlots(cast<MemRefType>(acc.getType()).getDimSize(1));
       if (slots.getInt() != want)
         return refuse("but its column pairs per warp do not match the op's");
       dqRegs[acc] = {allocDqRegisters(b, func.getLoc(), slots.getInt()),
@@ -143,10 +144,9 @@ private:
     CtaEmitter e(b, op->getLoc(), tid, threads);
     return llvm::TypeSwitch<Operation *, LogicalResult>(op)
         .Case<IndexLoadOp, IndexMaskOp, IndexPairOp, RowLiveOp, GatherOp,
-              SoftmaxOp,
-              DScoresOp, ScatterDkvOp, PackDkvOp, ScatterPackedOp, DeltaOp,
-              StoreDqOp, CastDkvOp,
-              linalg::FillOp>([&](auto typed) { return lowerOp(e, typed); })
+              SoftmaxOp, DScoresOp, ScatterDkvOp, PackDkvOp, ScatterPackedOp,
+              DeltaOp, StoreDqOp, CastDkvOp, linalg::FillOp>(
+            [&](auto typed) { return lowerOp(e, typed); })
         .Case([&](TileDotOp typed) -> LogicalResult {
           if (fusedAway.contains(typed))
             return success();
@@ -174,8 +174,7 @@ private:
         })
         .Case([&](DqPackedOp typed) -> LogicalResult {
           Value regs = dqRegs.lookup(typed.getAcc()).first;
-          if (!mma || threads != 512 || !regs ||
-              !swizzledKeys(typed.getTile()))
+          if (!mma || threads != 512 || !regs || !swizzledKeys(typed.getTile()))
             return typed.emitOpError()
                    << "needs the mma lowering, 512 threads, the swizzled "
                       "key tile and its accumulator in registers";

@@ -46,10 +46,9 @@ LogicalResult lowerSwizzledGather(CtaEmitter &e, GatherOp op,
   Mma m{b, loc};
   auto source = op.getTile().getDefiningOp<memref::ReinterpretCastOp>();
   int64_t elems = rows * chunks * 8;
-  auto flat = MemRefType::get(
-      {elems}, b.getBF16Type(),
-      StridedLayoutAttr::get(b.getContext(), 0, {1}),
-      op.getTile().getType().getMemorySpace());
+  auto flat = MemRefType::get({elems}, b.getBF16Type(),
+                              StridedLayoutAttr::get(b.getContext(), 0, {1}),
+                              op.getTile().getType().getMemorySpace());
   Value dst = memref::ReinterpretCastOp::create(
       b, loc, flat, source.getSource(), 0, ArrayRef<int64_t>{elems},
       ArrayRef<int64_t>{1});
@@ -66,24 +65,22 @@ LogicalResult lowerSwizzledGather(CtaEmitter &e, GatherOp op,
   Value rLo = m.rem(r, 8);
   Value inSlab = m.add(m.add(m.mul(m.div(r, 8), 512), m.mul(rLo, 64)),
                        m.mul(arith::XOrIOp::create(b, loc, member, rLo), 8));
-  scf::ForOp::create(
-      b, loc, m.c(0), m.c(chunks / team), m.c(1), ValueRange{},
-      [&](OpBuilder &ib, Location, Value slab, ValueRange) {
-        Mma im{ib, loc};
-        Value col = im.add(im.mul(slab, 64), im.mul(member, 8));
-        Value at = im.add(im.mul(slab, rows * 64), inSlab);
-        nvgpu::DeviceAsyncCopyOp::create(
-            ib, loc, nvgpu::DeviceAsyncTokenType::get(ib.getContext()), dst,
-            ValueRange{at}, kv, ValueRange{row, g, col}, ib.getIndexAttr(8),
-            count, ib.getUnitAttr());
-        scf::YieldOp::create(ib, loc);
-      });
+  scf::ForOp::create(b, loc, m.c(0), m.c(chunks / team), m.c(1), ValueRange{},
+                     [&](OpBuilder &ib, Location, Value slab, ValueRange) {
+                       Mma im{ib, loc};
+                       Value col = im.add(im.mul(slab, 64), im.mul(member, 8));
+                       Value at = im.add(im.mul(slab, rows * 64), inSlab);
+                       nvgpu::DeviceAsyncCopyOp::create(
+                           ib, loc,
+                           nvgpu::DeviceAsyncTokenType::get(ib.getContext()),
+                           dst, ValueRange{at}, kv, ValueRange{row, g, col},
+                           ib.getIndexAttr(8), count, ib.getUnitAttr());
+                       scf::YieldOp::create(ib, loc);
+                     });
   Value group = nvgpu::DeviceAsyncCreateGroupOp::create(
-      b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()),
-      ValueRange{});
+      b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), ValueRange{});
   if (!op.getIssueOnly()) {
-    nvgpu::DeviceAsyncWaitOp::create(b, loc, group,
-                                     b.getI32IntegerAttr(0));
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(0));
     // wgmma reads the tile through the async proxy.
     emitProxyFence(b, loc);
   }

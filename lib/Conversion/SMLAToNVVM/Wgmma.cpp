@@ -105,9 +105,9 @@ SmallVector<Value> mmaAsync(Mma &m, int64_t n, ValueRange aRegs, Value descA,
   constraints += "l";
   operands.push_back(descB);
   // Register A takes no transpose flag of its own.
-  std::string flags = aRegs.empty() ? std::string(transA ? "1, " : "0, ") +
-                                          (transB ? "1" : "0")
-                                    : (transB ? "1" : "0");
+  std::string flags =
+      aRegs.empty() ? std::string(transA ? "1, " : "0, ") + (transB ? "1" : "0")
+                    : (transB ? "1" : "0");
   std::string text = std::string("{\n.reg .pred p;\nsetp.ne.b32 p, ") +
                      (accumulate ? "1" : "0") +
                      ", 0;\nwgmma.mma_async.sync.aligned.m64n" +

@@ -45,13 +45,13 @@ Value launder(mma::Mma &m, Value v);
 /// d (N / 2 f32 per thread) += A[64 x 16] B[16 x N] (bf16 -> f32). A is
 /// four registers of this warp's m16k16 fragment (the mma.sync A layout)
 /// when `aRegs` is given, else the descriptor `descA`, K-major or (transA)
-/// MN-major; B is the descriptor `descB`, K-major or (transB) MN-major. With no `d`, d = A B
-/// (scale-d false): the accumulators are first defined by the wgmma, so no
-/// register write precedes it that ptxas would order with a
+/// MN-major; B is the descriptor `descB`, K-major or (transB) MN-major. With no
+/// `d`, d = A B (scale-d false): the accumulators are first defined by the
+/// wgmma, so no register write precedes it that ptxas would order with a
 /// warpgroup.arrive of its own (C7520).
 SmallVector<Value> mmaAsync(mma::Mma &m, int64_t n, ValueRange aRegs,
-                            Value descA, Value descB, bool transB,
-                            ValueRange d, bool transA = false);
+                            Value descA, Value descB, bool transB, ValueRange d,
+                            bool transA = false);
 
 } // namespace mlir::smla::wgmma
 
