@@ -56,7 +56,7 @@ SmallVector<Operation *> anchors(Block *body) {
 /// wgmma pair, are the tile's only other readers. The dq op moves after
 /// the pack; the tile becomes an unpadded, 1 KB aligned 64 x 576 buffer
 /// seen through a view marked swizzled (kSwizzledKeysAttr), which the
-/// gather, the products and dq_packed lower by (LowerTileOps.cpp,
+/// gather, the products and dq_packed lower by (LowerGather.cpp,
 /// LowerTileDotWgmma.cpp, LowerDqWgmma.cpp).
 void packedDq(PackDkvOp pack, int64_t threads) {
   Block *body = pack->getBlock();

@@ -217,76 +217,10 @@ private:
     return success();
   }
 
+  // The key gather (LowerGather.cpp).
   LogicalResult lowerOp(CtaEmitter &e, GatherOp op) {
-    // The second half of a split gather (smla-prefetch-keys): every
-    // thread waits for the copies it issued; the barrier after it
-    // (Barriers.cpp: the op writes the tile) makes them visible to all.
-    bool swizzled = swizzledKeys(op.getTile());
-    if (op.getWaitOnly()) {
-      NVVM::CpAsyncWaitGroupOp::create(e.b, e.loc, 0);
-      // wgmma reads the swizzled tile through the async proxy.
-      if (swizzled)
-        emitProxyFence(e.b, e.loc);
-      return success();
-    }
-    MemRefType tile = op.getTile().getType();
-    int64_t width = op.getKv().getType().getDimSize(2);
-    if (!tile.getElementType().isBF16() || width % 8 || tile.getDimSize(1) % 8)
-      return op.emitOpError() << "GPU gather needs a bf16 tile and kv rows "
-                                 "whose widths are multiples of 8";
-    int64_t rows = tile.getDimSize(0), chunks = width / 8;
-    Value kv = op.getKv(), g = op.getGroup(), dst = op.getTile();
-    if (swizzled)
-      return lowerSwizzledGather(e, op, lanes.lookup(op.getMask()),
-                                 lanes.lookup(op.getIndices()));
-    // A team of `team` consecutive threads (the largest power of two with
-    // team * rows <= threads) copies one row: its index lane and mask are
-    // evaluated once per row, not once per 16-byte chunk, and the team's
-    // lanes take consecutive chunks (at 512 threads and 64 rows a warp
-    // reads 4 rows x 128 contiguous bytes per instruction).
-    int64_t team = 1;
-    while (team * 2 * rows <= e.threads && e.threads % (team * 2) == 0 &&
-           team * 2 <= chunks)
-      team *= 2;
-    Location loc = e.loc;
-    OpBuilder &ob = e.b;
-    auto cI = [&](OpBuilder &b, int64_t v) {
-      return arith::ConstantIndexOp::create(b, loc, v).getResult();
-    };
-    Value first = arith::DivUIOp::create(ob, loc, e.tid, cI(ob, team));
-    Value member = arith::RemUIOp::create(ob, loc, e.tid, cI(ob, team));
-    scf::ForOp::create(
-        ob, loc, first, cI(ob, rows), cI(ob, e.threads / team), ValueRange{},
-        [&](OpBuilder &b, Location, Value r, ValueRange) {
-          Value valid = lane(op.getMask(), b, loc, r);
-          // An invalid slot is never turned into an address: its row is 0
-          // and its source size 0, so cp.async writes 16 zero bytes.
-          Value raw = lane(op.getIndices(), b, loc, r);
-          Value zero32 =
-              arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
-          Value safe = arith::SelectOp::create(b, loc, valid, raw, zero32);
-          Value row = arith::IndexCastOp::create(b, loc, b.getIndexType(), safe);
-          Value count =
-              arith::SelectOp::create(b, loc, valid, cI(b, 8), cI(b, 0));
-          scf::ForOp::create(
-              b, loc, member, cI(b, chunks), cI(b, team), ValueRange{},
-              [&](OpBuilder &ib, Location, Value c, ValueRange) {
-                Value col = arith::MulIOp::create(ib, loc, c, cI(ib, 8));
-                nvgpu::DeviceAsyncCopyOp::create(
-                    ib, loc, nvgpu::DeviceAsyncTokenType::get(ib.getContext()),
-                    dst, ValueRange{r, col}, kv, ValueRange{row, g, col},
-                    ib.getIndexAttr(8), count, ib.getUnitAttr());
-                scf::YieldOp::create(ib, loc);
-              });
-          scf::YieldOp::create(b, loc);
-        });
-    Value group = nvgpu::DeviceAsyncCreateGroupOp::create(
-        e.b, e.loc, nvgpu::DeviceAsyncTokenType::get(e.b.getContext()),
-        ValueRange{});
-    if (!op.getIssueOnly())
-      nvgpu::DeviceAsyncWaitOp::create(e.b, e.loc, group,
-                                       e.b.getI32IntegerAttr(0));
-    return success();
+    return lowerGather(e, op, lanes.lookup(op.getMask()),
+                       lanes.lookup(op.getIndices()));
   }
 
   LogicalResult lowerOp(CtaEmitter &e, SoftmaxOp op) {

@@ -98,10 +98,11 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
                   const LaneFn &index);
 void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op);
 
-/// The gather into the swizzled key tile (SwizzledKeys.cpp); `mask` and
-/// `index` give the lanes of the op's mask and index vectors.
-LogicalResult lowerSwizzledGather(CtaEmitter &e, GatherOp op,
-                                  const LaneFn &mask, const LaneFn &index);
+/// smla.gather as masked cp.async into the row-major or the swizzled key
+/// tile (LowerGather.cpp); `mask` and `index` give the lanes of the op's
+/// mask and index vectors.
+LogicalResult lowerGather(CtaEmitter &e, GatherOp op, const LaneFn &mask,
+                          const LaneFn &index);
 
 /// tile_dot and dq_accumulate, on CUDA cores or on tensor cores (mma.sync).
 void lowerTileDot(CtaEmitter &e, TileDotOp op, bool mma);
