@@ -85,6 +85,20 @@ void packedDq(PackDkvOp pack, int64_t threads) {
   if (dots.size() != 2 || dots[0]->getBlock() != body ||
       !canUseWgmmaDots(dots[0], dots[1], threads))
     return;
+  // dq moves down to the pack: nothing in between may touch its operands.
+  if (!dq->isBeforeInBlock(pack))
+    return;
+  for (Operation *op = dq->getNextNode(); op != pack.getOperation();
+       op = op->getNextNode()) {
+    WalkResult touches = op->walk([&](Operation *inner) {
+      for (Value v : inner->getOperands())
+        if (llvm::is_contained(dq->getOperands(), v))
+          return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (touches.wasInterrupted())
+      return;
+  }
   int64_t width = dq.getAcc().getType().getDimSize(1);
   int64_t slots = dqPackedSlots(width);
   if (!slots || dq.getAcc().getType().getDimSize(0) != kCanonicalHalf)

@@ -154,7 +154,7 @@ private:
           // between them: one pass over the key tile.
           auto next = dyn_cast_or_null<TileDotOp>(typed->getNextNode());
           bool fuse = mma && next && canFuseTileDots(typed, next);
-          // The canonical key tile is read by the wgmma pair alone.
+          // The swizzled key tile is read by the wgmma pair alone.
           if (swizzledKeys(typed.getTile()) &&
               !(fuse && canUseWgmmaDots(typed, next, threads)))
             return typed.emitOpError()
