@@ -47,6 +47,12 @@
 // RUN: grep -c "wgmma.mma_async" %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
 // RUN: not grep -c "ldmatrix\|mma.sync.aligned" %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-NOSYNC
 // RUN: FileCheck %s --check-prefix=WGMMA-B1 < %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptxas.txt
+// RUN: smla-compile -o %t/h32w -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma --config d=512,dt=64,heads=128,groups=1,block=64,lse=natural,positions=1,dq=bf16,dkv=bf16,scatter=wgmma
+// RUN: grep -c "wgmma.mma_async" %t/h32w/smla_d512_dt64_h32_g1_b64_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
+// RUN: grep -c "wgmma.mma_async" %t/h32w/smla_d512_dt64_h128_g1_b64_s4_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
+// RUN: not grep -c "ldmatrix\|mma.sync.aligned" %t/h32w/smla_d512_dt64_h128_g1_b64_s4_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-NOSYNC
+// RUN: FileCheck %s --check-prefix=WGMMA-H32 < %t/h32w/smla_d512_dt64_h32_g1_b64_base2_bf16_bf16.ptxas.txt
+// RUN: FileCheck %s --check-prefix=WGMMA-H128 < %t/h32w/smla_d512_dt64_h128_g1_b64_s4_natural_pos_bf16_bf16.ptxas.txt
 // RUN: grep -c "wgmma.mma_async" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
 // RUN: FileCheck %s --check-prefix=WGMMA-PTXAS < %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,scatter=tma 2>&1 | FileCheck %s --check-prefix=SCATTER
@@ -126,6 +132,14 @@
 // WGMMA-B1-NOT: C7520
 // WGMMA-B1: Function properties for smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16_bwd
 // WGMMA-B1-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// The library's H=32 and H=128 kernels (one and four 32-head CTAs per
+// token) are the same CTA.
+// WGMMA-H32-NOT: C7520
+// WGMMA-H32: Function properties for smla_d512_dt64_h32_g1_b64_base2_bf16_bf16_bwd
+// WGMMA-H32-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// WGMMA-H128-NOT: C7520
+// WGMMA-H128: Function properties for smla_d512_dt64_h128_g1_b64_s4_natural_pos_bf16_bf16_bwd
+// WGMMA-H128-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // WGMMA-PTXAS-NOT: C7520
 // WGMMA-PTXAS: Function properties for smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16_bwd
 // WGMMA-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
