@@ -25,6 +25,21 @@ def test_bench_tiny_runs(tmp_path):
     assert "next-overlap" in r.stdout and "TFLOP/s" in r.stdout
 
 
+def test_bench_default_shapes_are_benchmarks_md():
+    """The harness runs BENCHMARKS.md's four shapes by default; H32 and H128
+    (B1 at other head counts, no target) only when named, and every shape
+    has a tiny variant."""
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import bench_bwd
+
+    assert bench_bwd.DEFAULT_SHAPES == ["B1", "B2", "B2r", "B3"]
+    assert set(bench_bwd.SHAPES) == set(bench_bwd.TINY)
+    b1 = bench_bwd.SHAPES["B1"]
+    for name, heads in (("H32", 32), ("H128", 128)):
+        shape = bench_bwd.SHAPES[name]
+        assert shape[2] == heads and shape[:2] + shape[3:] == b1[:2] + b1[3:]
+
+
 def test_bench_rotates_inputs():
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import bench_bwd
