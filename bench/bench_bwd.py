@@ -49,18 +49,18 @@ SHAPES = {
     "B3": (4 * 2048, 8192, 16, 1, 512, 64, 2048, "packed"),
     # Not in BENCHMARKS.md (no target): B1 with the other head counts of
     # the kernel library, e.g. H=128 as in DeepSeek-V3.2.
-    "H32": (4096, 8192, 32, 1, 512, 64, 2048, "random"),
-    "H128": (4096, 8192, 128, 1, 512, 64, 2048, "random"),
 }
+for _heads in (32, 128):
+    SHAPES[f"H{_heads}"] = SHAPES["B1"][:2] + (_heads,) + SHAPES["B1"][3:]
 DEFAULT_SHAPES = ["B1", "B2", "B2r", "B3"]
 TINY = {
     "B1": (64, 256, 8, 1, 32, 16, 64, "random"),
     "B2": (64, 512, 4, 1, 32, 16, 64, "dsa"),
     "B2r": (64, 512, 4, 1, 32, 16, 64, "random"),
     "B3": (4 * 32, 128, 4, 1, 32, 16, 64, "packed"),
-    "H32": (64, 256, 8, 1, 32, 16, 64, "random"),
-    "H128": (64, 256, 16, 1, 32, 16, 64, "random"),
 }
+TINY["H32"] = TINY["B1"]
+TINY["H128"] = TINY["B1"][:2] + (16,) + TINY["B1"][3:]
 
 
 def make_problem(spec, device, seed=0):
