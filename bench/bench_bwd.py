@@ -47,9 +47,9 @@ SHAPES = {
     "B2": (8192, 32768, 16, 1, 512, 64, 2048, "dsa"),
     "B2r": (8192, 32768, 16, 1, 512, 64, 2048, "random"),
     "B3": (4 * 2048, 8192, 16, 1, 512, 64, 2048, "packed"),
-    # Not in BENCHMARKS.md (no target): B1 with the other head counts of
-    # the kernel library, e.g. H=128 as in DeepSeek-V3.2.
 }
+# Not in BENCHMARKS.md (no target): B1 with the other head counts of the
+# kernel library, e.g. H=128 as in DeepSeek-V3.2.
 for _heads in (32, 128):
     SHAPES[f"H{_heads}"] = SHAPES["B1"][:2] + (_heads,) + SHAPES["B1"][3:]
 DEFAULT_SHAPES = ["B1", "B2", "B2r", "B3"]
