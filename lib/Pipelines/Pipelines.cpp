@@ -40,12 +40,14 @@ void mlir::smla::buildCpuPipeline(OpPassManager &pm) {
 
 void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
                                         int64_t ctasPerSm, bool prefetchKeys,
-                                        bool wgmmaScatter) {
+                                        bool wgmmaScatter,
+                                        bool clusterHeadBlocks) {
   buildGuardedPipeline(pm);
   SMLAGpuMapOptions mapOptions;
   mapOptions.threads = threads;
   mapOptions.ctasPerSm = ctasPerSm;
   mapOptions.wgmmaScatter = wgmmaScatter;
+  mapOptions.clusterHeadBlocks = clusterHeadBlocks;
   pm.addPass(createSMLAGpuMap(mapOptions));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   // With the wgmma scatter the step's dQ (dq_packed, at its end) reads the

@@ -163,6 +163,8 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       ok = value == "mma" || value == "wgmma";
       s.wgmmaScatter = value == "wgmma";
     }
+    else if (key == "cluster")
+      ok = boolean(s.cluster);
     else if (key == "dq")
       ok = type(s.dqF32);
     else if (key == "dkv")
@@ -178,7 +180,7 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       return fail("unknown configuration key '" + key +
                   "' (expected d, dt, heads, groups, block, head_blocks, "
                   "tokens, lse, positions, dq, dkv, threads, ctas_per_sm, "
-                  "scatter)");
+                  "scatter, cluster)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");
@@ -204,6 +206,9 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     return fail("tokens = " + llvm::Twine(s.tokens) +
                 " needs groups = 1, head_blocks <= 1 and heads divisible by "
                 "tokens");
+  if (s.cluster && (!s.wgmmaScatter || s.tokens > 1))
+    return fail("cluster = 1 needs scatter = wgmma and tokens = 1 (it "
+                "pairs the two head blocks of a token)");
   if (s.tokens > 1)
     s.headBlocks = 1;
   return s;

@@ -45,6 +45,15 @@
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n48k16.f32.bf16.bf16" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-N48
 // RUN: smla-compile -o %t/b1 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=natural,positions=1,dq=bf16,dkv=bf16,scatter=wgmma
 // RUN: grep -c "wgmma.mma_async" %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
+// RUN: smla-compile -o %t/b1c -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=natural,positions=1,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1
+// RUN: grep -c "wgmma.mma_async" %t/b1c/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-B1-ALL
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n24k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 0, 1;" %t/b1c/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-B1-N24
+// RUN: grep -c "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32" %t/b1c/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-B1-SEND
+// RUN: grep -c "red.global.add.v2.f32" %t/b1c/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-B1-RED
+// RUN: grep -c "red.global.add.v4.f32" %t/b1c/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-B1-RED
+// RUN: FileCheck %s --check-prefix=WGMMA-B1-PTX < %t/b1c/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx
+// RUN: FileCheck %s --check-prefix=WGMMA-B1-SMEM < %t/b1c/manifest.json
+// RUN: FileCheck %s --check-prefix=WGMMA-B1C < %t/b1c/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptxas.txt
 // RUN: not grep -c "ldmatrix\|mma.sync.aligned" %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-NOSYNC
 // RUN: FileCheck %s --check-prefix=WGMMA-B1 < %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptxas.txt
 // RUN: smla-compile -o %t/h32w -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma --config d=512,dt=64,heads=128,groups=1,block=64,lse=natural,positions=1,dq=bf16,dkv=bf16,scatter=wgmma
@@ -56,6 +65,8 @@
 // RUN: grep -c "wgmma.mma_async" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
 // RUN: FileCheck %s --check-prefix=WGMMA-PTXAS < %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,scatter=tma 2>&1 | FileCheck %s --check-prefix=SCATTER
+// RUN: not smla-compile -o %t/bad -quiet --config heads=64,cluster=1 2>&1 | FileCheck %s --check-prefix=CLUSTER
+// RUN: not smla-compile -o %t/bad -quiet --config heads=64,scatter=wgmma,cluster=maybe 2>&1 | FileCheck %s --check-prefix=CLUSTER-VALUE
 // RUN: smla-compile -o %t/s -quiet -mma=false --config d=512,dt=64,heads=16,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=SCALAR < %t/s/smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.ptx
 
@@ -129,6 +140,29 @@
 // same 72 wgmma and no mma.sync, though smla-compile prefetches keys by
 // default (the pipeline leaves smla-prefetch-keys out for scatter=wgmma:
 // dq_packed reads the key tile until the end of each block).
+// With cluster=1 the token's two head blocks run as a
+// cluster of two that split the dKV columns (smla-defer-scatter's column
+// halves): each of the six chunks (three in the loop, three after it) is
+// 8 m64n24k16 (own and partner rows, B read MN-major) instead of 4
+// m64n48k16, so 96 wgmma in all; per chunk one red.v4 and one red.v2 per
+// slot (half the bytes of the 48-column form); pack_dkv sends its 4
+// packed pairs per thread to the partner with st.async, chunk 0 waits on
+// the mbarrier (in the loop and after it), and the partner's rows for the
+// column half add a 36 KB tile (228352 bytes in all).
+// WGMMA-B1-ALL: {{^}}96{{$}}
+// WGMMA-B1-N24: {{^}}48{{$}}
+// WGMMA-B1-SEND: {{^}}4{{$}}
+// WGMMA-B1-RED: {{^}}12{{$}}
+// WGMMA-B1-PTX: .reqnctapercluster 1, 2, 1
+// WGMMA-B1-PTX: fence.mbarrier_init.release.cluster;
+// WGMMA-B1-PTX: barrier.cluster.wait.acquire.aligned;
+// WGMMA-B1-PTX: mbarrier.try_wait.parity.shared::cta.b64
+// WGMMA-B1-PTX: mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r{{[0-9]+}}], 8192;
+// WGMMA-B1-PTX: mbarrier.try_wait.parity.shared::cta.b64
+// WGMMA-B1-SMEM: "dynamic_smem": 228352
+// WGMMA-B1C-NOT: C7520
+// WGMMA-B1C: Function properties for smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16_bwd
+// WGMMA-B1C-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // WGMMA-B1-NOT: C7520
 // WGMMA-B1: Function properties for smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16_bwd
 // WGMMA-B1-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
@@ -144,6 +178,8 @@
 // WGMMA-PTXAS: Function properties for smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16_bwd
 // WGMMA-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // SCATTER: bad value 'tma' for configuration key 'scatter'
+// CLUSTER: cluster = 1 needs scatter = wgmma and tokens = 1
+// CLUSTER-VALUE: bad value 'maybe' for configuration key 'cluster'
 
 // BAD: smla-compile: error: --config 'heads=3,groups=2': heads (3) must be a positive multiple of groups (2)
 

@@ -88,6 +88,9 @@ CASES = {
     "glm52_lse_e_positions": (dict(lse_base="e", positions=shard_positions(24, 300)), {}),
     "H32": (dict(H=32), {}),
     "H64": (dict(H=64, T=8), {}),
+    # Five blocks of 64 per CTA: the H = 64 cluster's hand-off uses both
+    # of its buffers and both mbarrier parities (one block uses one).
+    "H64_blocks": (dict(H=64, T=8, K=300, S=2000), {}),
     "H128": (dict(H=128, T=6), {}),
     "H128_positions_lse_e": (dict(H=128, T=6, lse_base="e", positions=shard_positions(6, 300)), {}),
     "K1": (dict(K=1, adversarial=False, random_o=True), {}),
@@ -114,8 +117,8 @@ def test_compiled_matches_reference(name):
 # period of 7 CTAs: with n blocks per row, CTA c of a chunk starts at block
 # (c * n / 7) mod n, so the starts differ wherever n > 1 (every case but K7,
 # whose one block is its whole row).
-WALK_CASES = ["glm52", "glm52_positions", "glm52_lse_e", "H32", "H64", "H128", "K7",
-              "K1000", "K2047", "G2_H20", "G2_H4_lse_e_f32"]
+WALK_CASES = ["glm52", "glm52_positions", "glm52_lse_e", "H32", "H64", "H64_blocks",
+              "H128", "K7", "K1000", "K2047", "G2_H20", "G2_H4_lse_e_f32"]
 
 
 @needs_compiled

@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
         (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
       PassManager kernelsPm(&context);
       buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys,
-                             spec->wgmmaScatter);
+                             spec->wgmmaScatter, spec->cluster);
       if (failed(kernelsPm.run(*module))) {
         if (!last) {
           if (!quiet)

@@ -26,10 +26,13 @@ void buildCpuPipeline(OpPassManager &pm);
 /// CTAs per SM. With `prefetchKeys`, each block's key gather is issued
 /// during the previous block (smla-prefetch-keys), but for `wgmmaScatter`
 /// (the configuration key scatter=wgmma), whose dQ update on wgmma reads
-/// the key tile until the end of each block.
+/// the key tile until the end of each block. `clusterHeadBlocks` (the key
+/// cluster=1) runs a wgmma kernel's two head blocks per token as a cluster
+/// that splits the dKV columns.
 void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
                             int64_t ctasPerSm = 1, bool prefetchKeys = true,
-                            bool wgmmaScatter = false);
+                            bool wgmmaScatter = false,
+                            bool clusterHeadBlocks = false);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

@@ -128,6 +128,93 @@ void packedDq(PackDkvOp pack, int64_t threads) {
   acc->setAttr(kDqRegistersAttr, b.getI64IntegerAttr(slots));
 }
 
+/// The cluster operands of pack_dkv (partner tiles, mbarriers, count) and
+/// scatter_packed (the partner rows first), or empty.
+struct Cluster {
+  Value rows, partner, bars, count;
+};
+
+/// A kernel of two head blocks per token (grid y = 2 g + hb, smla-gpu-map)
+/// whose partner rows were staged (kPartnerRowsAttr) runs as a cluster of
+/// two CTAs that split the dKV columns: allocates the partner's packed
+/// tiles ([2 blocks][2][B][Hb]), their two mbarriers and the per-thread
+/// pack count, and initialises the mbarriers at the kernel's start,
+/// before a cluster barrier that orders them before any partner's
+/// st.async.
+Cluster clusterOf(ScatterDkvOp scatter, Value packed) {
+  auto div = scatter.getGroup().getDefiningOp<arith::DivUIOp>();
+  auto y = div ? div.getLhs().getDefiningOp<gpu::BlockIdOp>() : nullptr;
+  if (!y || y.getDimension() != gpu::Dimension::y ||
+      getConstantIntValue(div.getRhs()) != 2)
+    return {};
+  auto func = scatter->getParentOfType<gpu::GPUFuncOp>();
+  Value rows;
+  func.walk([&](memref::AllocaOp a) {
+    if (a->hasAttr(kPartnerRowsAttr))
+      rows = a.getResult();
+  });
+  if (!rows)
+    return {};
+  MLIRContext *ctx = scatter.getContext();
+  Location loc = scatter.getLoc();
+  // The partner's packed tiles are for the same slots only if both CTAs
+  // walk their blocks in one order: the walk's rotation (BlockWalk.cpp)
+  // must see the pair's even head block.
+  bool rotated = true;
+  func.walk([&](arith::AddIOp add) {
+    if (!add->hasAttr(kWalkCtaAttr))
+      return;
+    auto mul = add.getRhs().getDefiningOp<arith::MulIOp>();
+    if (!mul) {
+      rotated = false;
+      return;
+    }
+    OpBuilder b(mul);
+    Value even = arith::AndIOp::create(
+        b, loc, mul.getLhs(), arith::ConstantIndexOp::create(b, loc, -2));
+    mul.setOperand(0, even);
+  });
+  if (!rotated)
+    return {};
+  func->setAttr("nvvm.cluster_dim", DenseI32ArrayAttr::get(ctx, {1, 2, 1}));
+  OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+  auto wg = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto pt = cast<MemRefType>(packed.getType());
+  Cluster c;
+  c.rows = rows;
+  c.partner = memref::AllocaOp::create(
+      b, loc,
+      MemRefType::get({2 * pt.getDimSize(0), pt.getDimSize(1),
+                       pt.getDimSize(2)},
+                      b.getBF16Type(), MemRefLayoutAttrInterface{}, wg));
+  c.bars = memref::AllocaOp::create(
+      b, loc,
+      MemRefType::get({2}, b.getI64Type(), MemRefLayoutAttrInterface{}, wg));
+  c.count = memref::AllocaOp::create(b, loc,
+                                     MemRefType::get({}, b.getI32Type()));
+  memref::StoreOp::create(
+      b, loc, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)),
+      c.count, ValueRange{});
+  Type i32 = b.getI32Type();
+  Value bars = arith::IndexCastOp::create(
+      b, loc, i32,
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, c.bars));
+  Value tid = arith::IndexCastOp::create(
+      b, loc, i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
+  LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{}, ValueRange{bars, tid},
+      "{\n.reg .pred p;\n.reg .u32 a;\nsetp.lt.u32 p, $1, 2;\n"
+      "mad.lo.u32 a, $1, 8, $0;\n"
+      "@p mbarrier.init.shared::cta.b64 [a], 1;\n}\n"
+      "fence.mbarrier_init.release.cluster;\n"
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;",
+      "r,r", /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT), ArrayAttr());
+  return c;
+}
+
 void defer(ScatterDkvOp scatter, int64_t threads) {
   auto loop = dyn_cast<scf::ForOp>(scatter->getParentOp());
   if (!loop || !canUseWgmma(scatter, threads) || !scatter.getMask())
@@ -169,11 +256,17 @@ void defer(ScatterDkvOp scatter, int64_t threads) {
 
   int64_t width = scatter.getDkv().getType().getDimSize(2);
   int64_t chunks = width / kWgmmaChunkColumns;
+  Cluster cl = clusterOf(scatter, packed);
+  SmallVector<Value> chunkCluster, packCluster;
+  if (cl.rows) {
+    chunkCluster = {cl.rows, cl.partner, cl.bars, cl.count};
+    packCluster = {cl.partner, cl.bars, cl.count};
+  }
   auto chunk = [&](OpBuilder &b, int64_t c) {
     ScatterPackedOp::create(b, loc, packed, slots, scatter.getQ(),
                             scatter.getDout(), scatter.getToken(),
                             scatter.getHeadBlock(), scatter.getDkv(),
-                            scatter.getGroup(), c, chunks);
+                            scatter.getGroup(), chunkCluster, c, chunks);
   };
   for (int64_t c = 0; c < chunks; ++c) {
     b.setInsertionPoint(at[std::min<size_t>(c, at.size() - 1)]);
@@ -182,7 +275,8 @@ void defer(ScatterDkvOp scatter, int64_t threads) {
   b.setInsertionPoint(scatter);
   auto pack =
       PackDkvOp::create(b, loc, scatter.getDs(), scatter.getProbs(),
-                        scatter.getIndices(), scatter.getMask(), packed, slots);
+                        scatter.getIndices(), scatter.getMask(), packed, slots,
+                        packCluster);
   b.setInsertionPointAfter(loop);
   for (int64_t c = 0; c < chunks; ++c)
     chunk(b, c);

@@ -358,7 +358,7 @@ DenseMap<Value, Value> inPlaceTiles(func::FuncOp func) {
 
 LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                           int64_t threads, int64_t ctasPerSm, bool mma,
-                          bool wgmmaScatter) {
+                          bool wgmmaScatter, bool clusterHeadBlocks) {
   FailureOr<Roles> roles = findRoles(func);
   if (failed(roles))
     return failure();
@@ -480,8 +480,11 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     auto blockLoop =
         cast<scf::ForOp>(mapping.lookup((*blockLoops.begin()).getOperation()));
     b.setInsertionPointAfter(&*bodyStart);
-    Value cta = arith::AddIOp::create(
+    auto cta = arith::AddIOp::create(
         b, loc, t, arith::MulIOp::create(b, loc, g, sizes.tokens));
+    // smla-defer-scatter's clusters need both head blocks of a token to
+    // walk the same order: it rewrites the head block of this index.
+    cta->setAttr(kWalkCtaAttr, b.getUnitAttr());
     Value period = kernel.getArgument(kernel.getNumArguments() - 1);
     if (pairs && failed(boundPairWalk(b, loc, blockLoop,
                                       kernel.getArgument(tensors.size()),
@@ -499,7 +502,7 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     int64_t budget =
         std::min(kMaxDynamicSmem, kSmemPerSm / ctasPerSm - kSmemReservedPerCta);
     stageTokenRows(b, loc, kernel, tensors, mapping, t, g, threads, *headBlocks,
-                   budget, mma && wgmmaScatter);
+                   budget, mma && wgmmaScatter, clusterHeadBlocks);
   }
 
   // The dKV accumulator's zero fill and its final cast: one CTA per kv row.
@@ -583,7 +586,7 @@ struct SMLAGpuMapPass
     bool withMma = mmaEnabled(module, mma);
     for (func::FuncOp func : funcs)
       if (failed(mapFunction(func, gpuModule, threads, ctasPerSm, withMma,
-                             wgmmaScatter)))
+                             wgmmaScatter, clusterHeadBlocks)))
         return signalPassFailure();
   }
 };

@@ -43,6 +43,21 @@ constexpr int64_t kSlots = 64, kChunk = 48,
                   kWarpgroups = kWgmmaChunkColumns / kChunk;
 } // namespace
 
+namespace {
+Value i32c(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+}
+Value toI32(OpBuilder &b, Location loc, Value v) {
+  return arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
+}
+/// This CTA's rank in its cluster (%cluster_ctarank).
+Value clusterRank(OpBuilder &b, Location loc) {
+  return inlineAsm(b, loc, b.getI32Type(), ValueRange{},
+                   "mov.u32 $0, %cluster_ctarank;", "=r")
+      .getResult(0);
+}
+} // namespace
+
 bool canUseWgmma(ScatterDkvOp op, int64_t threads) {
   auto ds = op.getDs().getType();
   int64_t width = staticDim(op.getQ(), 2);
@@ -52,6 +67,49 @@ bool canUseWgmma(ScatterDkvOp op, int64_t threads) {
          width % kWgmmaChunkColumns == 0 &&
          op.getDkv().getType().getDimSize(2) == width;
 }
+
+namespace {
+/// pack_dkv's `cluster` form: each 32-bit pair this thread packed also goes
+/// to the same byte of the partner CTA's partner[count % 2] (st.async,
+/// 4 bytes of the partner's bars[count % 2] transaction); thread 0 arms
+/// its own bars[count % 2] with the 8 KB the partner sends for the same
+/// block; count + 1. No release: the partner reads the tiles after its
+/// mbarrier phase completes.
+void sendToPartner(CtaEmitter &e, PackDkvOp op,
+                   ArrayRef<std::pair<Value, Value>> sent) {
+  Mma m{e.b, e.loc};
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Value partnerTiles = op.getCluster()[0], bars = op.getCluster()[1],
+        countRef = op.getCluster()[2];
+  int64_t tileBytes = 2 * kSlots * kCanonicalHalf * 2;
+  Value count = memref::LoadOp::create(b, loc, countRef, ValueRange{});
+  memref::StoreOp::create(b, loc,
+                          arith::AddIOp::create(b, loc, count, i32c(b, loc, 1)),
+                          countRef, ValueRange{});
+  Value buffer = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      arith::AndIOp::create(b, loc, count, i32c(b, loc, 1)));
+  Value partner =
+      arith::XOrIOp::create(b, loc, clusterRank(b, loc), i32c(b, loc, 1));
+  Value base = m.add(m.base(partnerTiles), m.mul(buffer, tileBytes));
+  Value bar = toI32(b, loc, m.add(m.base(bars), m.mul(buffer, 8)));
+  for (auto [offset, value] : sent)
+    inlineAsm(b, loc, Type(),
+              ValueRange{toI32(b, loc, m.add(base, offset)), partner, bar,
+                         value},
+              "{\n.reg .u32 a, m;\nmapa.shared::cluster.u32 a, $0, $1;\n"
+              "mapa.shared::cluster.u32 m, $2, $1;\n"
+              "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 "
+              "[a], $3, [m];\n}",
+              "r,r,r,r");
+  inlineAsm(b, loc, Type(), ValueRange{bar, toI32(b, loc, e.tid)},
+            "{\n.reg .pred p;\nsetp.eq.u32 p, $1, 0;\n"
+            "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], " +
+                std::to_string(tileBytes) + ";\n}",
+            "r,r");
+}
+} // namespace
 
 void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
                   const LaneFn &index) {
@@ -64,6 +122,7 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
   // j / 8 = e / 128 (a warp's stores fill 32 distinct banks).
   Value dsBase = m.base(op.getPacked());
   Value pBase = m.add(dsBase, kSlots * kCanonicalHalf * 2);
+  SmallVector<std::pair<Value, Value>> sent; // (byte offset, packed pair)
   for (int64_t i = 0; i < kSlots * kCanonicalHalf / 2 / e.threads; ++i) {
     Value at = m.add(e.tid, i * e.threads);
     Value j8 = m.rem(at, 8), jb = m.div(at, 128);
@@ -78,11 +137,19 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
     };
     Value offset = m.add(m.add(m.mul(m.div(h, 8), 1024), m.mul(jb, 128)),
                          m.add(m.mul(j8, 16), m.mul(m.rem(h, 8), 2)));
-    LLVM::StoreOp::create(b, loc, pack(op.getDs()),
-                          m.ptr(m.add(dsBase, offset), 3), /*alignment=*/4);
-    LLVM::StoreOp::create(b, loc, pack(op.getProbs()),
-                          m.ptr(m.add(pBase, offset), 3), /*alignment=*/4);
+    Value ds = pack(op.getDs());
+    LLVM::StoreOp::create(b, loc, ds, m.ptr(m.add(dsBase, offset), 3),
+                          /*alignment=*/4);
+    Value p = pack(op.getProbs());
+    LLVM::StoreOp::create(b, loc, p, m.ptr(m.add(pBase, offset), 3),
+                          /*alignment=*/4);
+    if (!op.getCluster().empty()) {
+      sent.push_back({offset, ds});
+      sent.push_back({m.add(offset, kSlots * kCanonicalHalf * 2), p});
+    }
   }
+  if (!op.getCluster().empty())
+    sendToPartner(e, op, sent);
   // Slot j: its index where the mask holds, else -1 (never an address).
   Value j = e.tid;
   scf::IfOp::create(b, loc, m.lt(j, kSlots), [&](OpBuilder &tb, Location l) {
@@ -95,7 +162,119 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
   emitProxyFence(b, loc);
 }
 
+namespace {
+/// scatter_packed's `cluster` form: rank r's chunk c covers the 96
+/// columns r W / 2 + 96 c .. of every slot, 24 per warpgroup
+/// (m64n24k16), over 8 k steps: dS^T q and P^T do of its own rows (the
+/// [q; do] tile, `packed`) and of the partner's (`rows`, the partner
+/// tiles of block count - 1, which chunk 0 first waits for). Per thread
+/// 12 sums: n8 tiles 0 and 1 as one red.v4 per slot after the shfl.xor 1
+/// pairing, tile 2 as one red.v2 per slot.
+void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op) {
+  Mma m{e.b, e.loc};
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  constexpr int64_t kN = 24;
+  WarpLane w = m.warpLane(e.tid);
+  Value gr = w.gr, kq = w.kq;
+  Value wg = m.div(e.tid, 128), w4 = m.rem(w.warp, 4);
+  Value rows = op.getCluster()[0], partnerTiles = op.getCluster()[1],
+        bars = op.getCluster()[2], countRef = op.getCluster()[3];
+  int64_t width = staticDim(op.getQ(), 2), half = width / 2;
+  int64_t tileBytes = 2 * kSlots * kCanonicalHalf * 2;
+  Value count = memref::LoadOp::create(b, loc, countRef, ValueRange{});
+  // Block count - 1's partner tiles: buffer (count - 1) % 2.
+  Value prev = arith::SubIOp::create(b, loc, count, i32c(b, loc, 1));
+  Value bufI32 = arith::AndIOp::create(b, loc, prev, i32c(b, loc, 1));
+  Value buffer =
+      arith::IndexCastOp::create(b, loc, b.getIndexType(), bufI32);
+  if (op.getChunk() == 0) {
+    Value phase = arith::AndIOp::create(
+        b, loc, arith::ShRUIOp::create(b, loc, prev, i32c(b, loc, 1)),
+        i32c(b, loc, 1));
+    Value bar = toI32(b, loc, m.add(m.base(bars), m.mul(buffer, 8)));
+    inlineAsm(b, loc, Type(), ValueRange{bar, phase, count},
+              "{\n.reg .pred p, q;\nsetp.eq.u32 q, $2, 0;\n@q bra done;\n"
+              "wait:\nmbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;"
+              "\n@!p bra wait;\ndone:\n}",
+              "r,r,r");
+    emitProxyFence(b, loc);
+  }
+  Value rank = arith::IndexCastOp::create(b, loc, b.getIndexType(),
+                                          clusterRank(b, loc));
+  // Column (of the CTA's half) of this warpgroup's piece, laundered so
+  // that the chunks' addresses stay out of the loop (see below).
+  Value piece = launder(m, m.add(m.mul(wg, kN), op.getChunk() * kWarpgroups * kN));
+  Value ownCols = m.add(m.mul(rank, half), piece);
+  Value ownB = descriptor(
+      m, m.add(m.base(op.getQ()), m.mul(m.div(ownCols, 8), kCanonicalStride)),
+      128, kCanonicalStride);
+  Value partnerB = descriptor(
+      m, m.add(m.base(rows), m.mul(m.div(piece, 8), kCanonicalStride)), 128,
+      kCanonicalStride);
+  Value ownA = descriptor(m, launder(m, m.base(op.getPacked())), 1024, 128);
+  Value partnerA = descriptor(
+      m, m.add(m.base(partnerTiles), m.mul(buffer, tileBytes)), 1024, 128);
+  SmallVector<Value> d;
+  fence(b, loc);
+  for (auto [descA, descB] : {std::pair{ownA, ownB}, {partnerA, partnerB}})
+    for (int64_t product = 0; product < 2; ++product)
+      for (int64_t s = 0; s < 2; ++s)
+        d = mmaAsync(m, kN, ValueRange{},
+                     advance(m, descA,
+                             product * kSlots * kCanonicalHalf * 2 + s * 2048),
+                     advance(m, descB, (product * 4 + 2 * s) * 128),
+                     /*transB=*/true, d);
+  commit(b, loc);
+  wait(b, loc, 0);
+  Value j0 = m.add(m.mul(w4, 16), gr), j1 = m.add(j0, 8);
+  Value zero = i32c(b, loc, 0);
+  Value raw0 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j0});
+  Value raw1 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j1});
+  auto valid = [&](Value raw) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, raw, zero)
+        .getResult();
+  };
+  Value valid0 = valid(raw0), valid1 = valid(raw1);
+  Value parity = m.rem(w.lane, 2);
+  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, parity,
+                                    m.c(0));
+  Value four = arith::SubIOp::create(b, loc, kq, m.mul(parity, 2));
+  Value one = i32c(b, loc, 1), lanes = i32c(b, loc, 32);
+  auto pick = [&](Value ifOdd, Value ifEven) {
+    return arith::SelectOp::create(b, loc, odd, ifOdd, ifEven).getResult();
+  };
+  auto swap = [&](Value ifOdd, Value ifEven) {
+    return gpu::ShuffleOp::create(b, loc, pick(ifOdd, ifEven), one, lanes,
+                                  gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  };
+  // n8 tiles 0 and 1 (as the 48-column form's pairs), then tile 2.
+  ValueRange a(ArrayRef<Value>(d).slice(0, 4));
+  ValueRange bt(ArrayRef<Value>(d).slice(4, 4));
+  Value r0 = swap(a[0], bt[0]), r1 = swap(a[1], bt[1]);
+  Value r2 = swap(bt[2], a[2]), r3 = swap(bt[3], a[3]);
+  Value base = m.add(ownCols, four);
+  Value colA = base, colB = m.add(base, 8);
+  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid0, raw0,
+                pick(colB, colA),
+                ValueRange{pick(r0, a[0]), pick(r1, a[1]), pick(bt[0], r0),
+                           pick(bt[1], r1)});
+  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid1, raw1,
+                pick(colA, colB),
+                ValueRange{pick(r2, bt[2]), pick(r3, bt[3]), pick(a[2], r2),
+                           pick(a[3], r3)});
+  Value col2 = m.add(ownCols, m.add(kq, 16));
+  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid0, raw0, col2,
+                ValueRange{d[8], d[9]});
+  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid1, raw1, col2,
+                ValueRange{d[10], d[11]});
+}
+} // namespace
+
 void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
+  if (!op.getCluster().empty())
+    return lowerScatterPackedCluster(e, op);
   Mma m{e.b, e.loc};
   OpBuilder &b = e.b;
   Location loc = e.loc;

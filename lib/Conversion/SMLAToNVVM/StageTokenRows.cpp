@@ -126,6 +126,68 @@ static void stageCanonical(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   }
 }
 
+/// For a kernel of two head blocks per token run as a cluster of two
+/// (smla-defer-scatter's column halves): the partner head block's q and do
+/// rows (rows (g ^ 1) Hb ..) for this CTA's column half [(g % 2) W / 2,
+/// (g % 2 + 1) W / 2), as one canonical [q'; do'] tile of 2 Hb rows (do
+/// zero past its width), marked kPartnerRowsAttr; the copies join the
+/// group that stageTokenRows waits for.
+static void stagePartnerRows(OpBuilder &b, Location loc, Value q, Value dout,
+                             Value t, Value g, int64_t heads, int64_t threads,
+                             int64_t w, int64_t d) {
+  MLIRContext *ctx = b.getContext();
+  auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  auto idx = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  const int64_t rows = 2 * kCanonicalHalf, half = w / 2, chunks = half / 8;
+  auto buffer = memref::AllocaOp::create(
+      b, loc,
+      MemRefType::get({rows, half}, b.getBF16Type(),
+                      MemRefLayoutAttrInterface{}, wgSpace));
+  buffer->setAttr(kPartnerRowsAttr, b.getUnitAttr());
+  auto cells = MemRefType::get(
+      {rows / 8, 8, chunks, 8}, b.getBF16Type(),
+      StridedLayoutAttr::get(ctx, 0, {64, 8, 8 * rows, 1}), wgSpace);
+  Value dst = memref::ReinterpretCastOp::create(
+      b, loc, cells, buffer, 0, ArrayRef<int64_t>{rows / 8, 8, chunks, 8},
+      ArrayRef<int64_t>{64, 8, 8 * rows, 1});
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value zero = idx(0);
+  Value one = idx(1);
+  Value firstRow = arith::MulIOp::create(
+      b, loc, arith::XOrIOp::create(b, loc, g, one), idx(heads));
+  Value colBase = arith::MulIOp::create(
+      b, loc, arith::AndIOp::create(b, loc, g, one), idx(half));
+  for (int i = 0; i < 2; ++i) {
+    Value src = i ? dout : q;
+    int64_t width = i ? d : w;
+    auto loop = scf::ForOp::create(b, loc, tid, idx(kCanonicalHalf * chunks),
+                                   idx(threads));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value e = loop.getInductionVar();
+    Value h = arith::DivUIOp::create(b, loc, e, idx(chunks));
+    Value c = arith::RemUIOp::create(b, loc, e, idx(chunks));
+    Value r = arith::AddIOp::create(b, loc, h, idx(i * kCanonicalHalf));
+    Value col = arith::AddIOp::create(
+        b, loc, colBase, arith::MulIOp::create(b, loc, c, idx(8)));
+    // Chunks past the row's width copy 0 bytes (16 zero bytes written)
+    // from its first chunk, which exists.
+    Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                         col, idx(width));
+    Value from = arith::SelectOp::create(b, loc, inside, col, zero);
+    Value count = arith::SelectOp::create(b, loc, inside, idx(8), zero);
+    nvgpu::DeviceAsyncCopyOp::create(
+        b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), dst,
+        ValueRange{arith::DivUIOp::create(b, loc, r, idx(8)),
+                   arith::RemUIOp::create(b, loc, r, idx(8)), c, zero},
+        src, ValueRange{t, arith::AddIOp::create(b, loc, firstRow, h), from},
+        b.getIndexAttr(8), count, b.getUnitAttr());
+    b.setInsertionPointAfter(loop);
+  }
+}
+
 /// The q and do rows of the CTA's (token, head block) are read by every
 /// block product of every top-k block: copy them once into shared memory
 /// (rows padded by 16 bytes, against bank conflicts) and let tile_dot and
@@ -139,7 +201,8 @@ static void stageCanonical(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
 void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                     ArrayRef<std::pair<StringRef, Value>> tensors,
                     IRMapping &mapping, Value t, Value g, int64_t threads,
-                    int64_t headBlocks, int64_t budget, bool wgmma) {
+                    int64_t headBlocks, int64_t budget, bool wgmma,
+                    bool cluster) {
   Value q, dout;
   for (auto [name, v] : tensors) {
     if (name == "q")
@@ -194,6 +257,12 @@ void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kerne
   if (canonical)
     stageCanonical(b, loc, kernel, q, dout, t, firstRow, threads, widths[0],
                    widths[1], staged);
+  // Two head blocks on wgmma: smla-defer-scatter runs them as a cluster
+  // that splits the dKV columns (its column halves need these rows).
+  if (canonical && cluster && headBlocks == 2 && widths[0] % 16 == 0 &&
+      used + 2 * kCanonicalHalf * widths[0] * 3 <= budget)
+    stagePartnerRows(b, loc, q, dout, t, g, heads, threads, widths[0],
+                     widths[1]);
   for (int i = 0; i < 2 && !canonical; ++i) {
     if (!stage[i])
       continue;

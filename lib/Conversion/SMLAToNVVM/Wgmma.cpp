@@ -12,9 +12,9 @@ using namespace mlir::smla::mma;
 
 namespace mlir::smla::wgmma {
 
-static LLVM::InlineAsmOp inlineAsm(OpBuilder &b, Location loc, Type result,
-                                   ValueRange operands, StringRef text,
-                                   StringRef constraints) {
+LLVM::InlineAsmOp inlineAsm(OpBuilder &b, Location loc, Type result,
+                            ValueRange operands, StringRef text,
+                            StringRef constraints) {
   return LLVM::InlineAsmOp::create(
       b, loc, result ? TypeRange{result} : TypeRange{}, operands, text,
       constraints, /*has_side_effects=*/true, /*is_align_stack=*/false,

@@ -14,7 +14,7 @@
 // CHECK: %[[TOK:.*]] = arith.index_cast %[[T]] : i32 to index
 // CHECK: %[[N:.*]] = arith.ceildivui %{{.*}}, %c16{{.*}} : index
 // CHECK: %[[Y:.*]] = arith.muli %block_id_y, %[[TOK]] : index
-// CHECK: %[[CTA:.*]] = arith.addi %block_id_x, %[[Y]] : index
+// CHECK: %[[CTA:.*]] = arith.addi %block_id_x, %[[Y]] {smla.walk_cta} : index
 // CHECK: %[[NS:.*]] = arith.maxui %[[N]], %c1{{.*}} : index
 // CHECK: %[[ON:.*]] = arith.cmpi sgt, %[[P]], %c0_i32 : i32
 // CHECK: %[[PI:.*]] = arith.index_cast %[[P]] : i32 to index

@@ -129,11 +129,14 @@ constexpr int64_t kKeyTilePad = 8;
 /// token and head block, `headBlocks` the CTAs per token, and `budget`
 /// the shared-memory bytes the staged rows and the tiles may use.
 /// With `wgmma`, a 32-row CTA at block 64 stages q and do as one canonical
-/// [q; do] tile for the wgmma form of scatter_dkv (canonicalRow).
+/// [q; do] tile for the wgmma form of scatter_dkv (canonicalRow); with
+/// `cluster` too and two head blocks per token, also the partner head
+/// block's rows for this CTA's column half (kPartnerRowsAttr).
 void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                     ArrayRef<std::pair<StringRef, Value>> tensors,
                     IRMapping &mapping, Value t, Value g, int64_t threads,
-                    int64_t headBlocks, int64_t budget, bool wgmma);
+                    int64_t headBlocks, int64_t budget, bool wgmma,
+                    bool cluster);
 
 /// Rows per half of the canonical [q; do] tile (the CTA's rows).
 constexpr int64_t kCanonicalHalf = 32;
@@ -142,6 +145,14 @@ constexpr int64_t kCanonicalStride = 2 * kCanonicalHalf / 8 * 128;
 /// Marks a view of the canonical [q; do] tile with its first row (0: q,
 /// 32: do).
 constexpr llvm::StringLiteral kCanonicalRowAttr = "smla.canonical_row";
+/// Marks the CTA index `t + g * T` that rotates the block walk
+/// (BlockWalk.cpp): smla-defer-scatter's clusters make g even in it, so
+/// that the two head blocks of a token walk their blocks in one order.
+constexpr llvm::StringLiteral kWalkCtaAttr = "smla.walk_cta";
+/// Marks the canonical [q'; do'] tile of the partner head block's rows for
+/// this CTA's column half (StageTokenRows.cpp, smla-defer-scatter's
+/// clusters).
+constexpr llvm::StringLiteral kPartnerRowsAttr = "smla.partner_rows";
 /// The first row of `memref` in the canonical [q; do] tile, if it is a
 /// view of one.
 std::optional<int64_t> canonicalRow(Value memref);

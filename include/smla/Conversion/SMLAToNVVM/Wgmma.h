@@ -23,6 +23,10 @@
 
 namespace mlir::smla::wgmma {
 
+/// Inline PTX with side effects: `result` (or none) from `operands`.
+LLVM::InlineAsmOp inlineAsm(OpBuilder &b, Location loc, Type result,
+                            ValueRange operands, StringRef text,
+                            StringRef constraints);
 /// An inline PTX statement without operands (`wgmma.fence.sync.aligned;`).
 void statement(OpBuilder &b, Location loc, StringRef text);
 void fence(OpBuilder &b, Location loc);

@@ -371,6 +371,9 @@ LogicalResult PackDkvOp::verify() {
       dim(getPacked(), 2) != hg)
     return emitOpError() << "packed must be [2, " << block << ", " << hg
                          << "] (dS and P, slots x rows)";
+  if (!getCluster().empty() && getCluster().size() != 3)
+    return emitOpError() << "cluster takes the partner tiles, the "
+                            "mbarriers and the count";
   return success();
 }
 
@@ -390,6 +393,9 @@ LogicalResult ScatterPackedOp::verify() {
     return emitOpError() << "chunk " << chunk << " of " << chunks
                          << " must split the q width (" << dim(getQ(), 2)
                          << ") into equal parts";
+  if (!getCluster().empty() && getCluster().size() != 4)
+    return emitOpError() << "cluster takes the partner rows, the partner "
+                            "tiles, the mbarriers and the count";
   return success();
 }
 

@@ -117,6 +117,23 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
       {chunk = 1 : i64, chunks = 3 : i64} : memref<2x16x2xbf16>,
       memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>,
       memref<?x2x48xf32>
+  // Their cluster forms (a token's two head blocks splitting the columns).
+  %rows = memref.alloca() : memref<4x24xbf16>
+  %partner = memref.alloca() : memref<4x16x2xbf16>
+  %bars = memref.alloca() : memref<2xi64>
+  %count = memref.alloca() : memref<i32>
+  // CHECK: smla.pack_dkv {{.*}} into %{{.*}}, %{{.*}} cluster(%{{.*}}, %{{.*}}, %{{.*}} : memref<4x16x2xbf16>, memref<2xi64>, memref<i32>) : memref<2x16xf32>
+  smla.pack_dkv %ds, %p rows(%i) mask(%m : vector<16xi1>) into %packed, %slots
+      cluster(%partner, %bars, %count : memref<4x16x2xbf16>, memref<2xi64>,
+              memref<i32>)
+      : memref<2x16xf32>, vector<16xi32>, memref<2x16x2xbf16>, memref<16xi32>
+  // CHECK: smla.scatter_packed {{.*}} into %{{.*}}[%{{.*}}] cluster(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} : memref<4x24xbf16>, memref<4x16x2xbf16>, memref<2xi64>, memref<i32>) {chunk = 0 : i64, chunks = 3 : i64}
+  smla.scatter_packed %packed, %slots, %q, %do[%t, %g] into %acc[%g]
+      cluster(%rows, %partner, %bars, %count : memref<4x24xbf16>,
+              memref<4x16x2xbf16>, memref<2xi64>, memref<i32>)
+      {chunk = 0 : i64, chunks = 3 : i64} : memref<2x16x2xbf16>,
+      memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>,
+      memref<?x2x48xf32>
   // CHECK: smla.dq_packed %{{.*}}, %{{.*}} into %{{.*}} : memref<2x16x2xbf16>, memref<16x48xbf16>, memref<2x48xf32>
   smla.dq_packed %packed, %keys into %dqa
       : memref<2x16x2xbf16>, memref<16x48xbf16>, memref<2x48xf32>

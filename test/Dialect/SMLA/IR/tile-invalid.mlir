@@ -282,6 +282,22 @@ func.func @scatter_packed_chunk(%packed: memref<2x16x4xbf16>, %slots: memref<16x
 
 // -----
 
+func.func @pack_dkv_cluster(%ds: memref<2x16xf32>, %i: vector<16xi32>, %m: vector<16xi1>, %packed: memref<2x16x2xbf16>, %slots: memref<16xi32>, %bars: memref<2xi64>, %count: memref<i32>) {
+  // expected-error @+1 {{cluster takes the partner tiles, the mbarriers and the count}}
+  smla.pack_dkv %ds, %ds rows(%i) mask(%m : vector<16xi1>) into %packed, %slots cluster(%bars, %count : memref<2xi64>, memref<i32>) : memref<2x16xf32>, vector<16xi32>, memref<2x16x2xbf16>, memref<16xi32>
+  return
+}
+
+// -----
+
+func.func @scatter_packed_cluster(%packed: memref<2x16x4xbf16>, %slots: memref<16xi32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %acc: memref<?x1x48xf32>, %t: index, %g: index, %bars: memref<2xi64>, %count: memref<i32>) {
+  // expected-error @+1 {{cluster takes the partner rows, the partner tiles, the mbarriers and the count}}
+  smla.scatter_packed %packed, %slots, %q, %do[%t, %g] into %acc[%g] cluster(%bars, %count : memref<2xi64>, memref<i32>) {chunk = 0 : i64, chunks = 3 : i64} : memref<2x16x4xbf16>, memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, memref<?x1x48xf32>
+  return
+}
+
+// -----
+
 func.func @scatter_packed_width(%packed: memref<2x16x4xbf16>, %slots: memref<16xi32>, %q: memref<?x4x48xbf16>, %do: memref<?x4x32xbf16>, %acc: memref<?x1x32xf32>, %t: index, %g: index) {
   // expected-error @+1 {{dkv width (32) must equal the q width (48)}}
   smla.scatter_packed %packed, %slots, %q, %do[%t, %g] into %acc[%g] {chunk = 0 : i64, chunks = 3 : i64} : memref<2x16x4xbf16>, memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>, memref<?x1x32xf32>

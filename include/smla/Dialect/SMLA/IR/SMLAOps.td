@@ -490,7 +490,12 @@ def SMLA_PackDkvOp
     [B x Hb] half are in wgmma's canonical K-major layout (core matrices of
     8 slots x 8 rows, 128 contiguous bytes each, the Hb / 8 row groups
     B * 16 bytes apart). The mask is required: a masked lane's slot is -1
-    and never becomes an address.
+    and never becomes an address. With `cluster(%partner, %bars, %count)`
+    each thread also sends what it packs to the same place of the
+    partner CTA's `partner[count % 2]` (st.async, completing the partner's
+    mbarrier `bars[count % 2]`), thread 0 arms its own `bars[count % 2]`
+    for the partner's tiles of the same block, and `count` (a per-thread
+    count of the packs, zero at the kernel's start) goes up by one.
 
     ```mlir
     smla.pack_dkv %ds, %p rows(%idx) mask(%m : vector<64xi1>)
@@ -501,10 +506,12 @@ def SMLA_PackDkvOp
   }];
   let arguments = (ins SMLA_F32Tile:$ds, SMLA_F32Tile:$probs,
       SMLA_IndexVector:$indices, SMLA_MaskVector:$mask,
-      MemRefRankOf<[BF16], [3]>:$packed, MemRefRankOf<[I32], [1]>:$slots);
+      MemRefRankOf<[BF16], [3]>:$packed, MemRefRankOf<[I32], [1]>:$slots,
+      Variadic<AnyMemRef>:$cluster);
   let assemblyFormat = [{
     $ds `,` $probs `rows` `(` $indices `)` `mask` `(` $mask `:` type($mask)
-    `)` `into` $packed `,` $slots attr-dict `:` type($ds) `,`
+    `)` `into` $packed `,` $slots (`cluster` `(` $cluster^ `:`
+    type($cluster) `)`)? attr-dict `:` type($ds) `,`
     type($indices) `,` type($packed) `,` type($slots)
   }];
   let hasVerifier = 1;
@@ -522,6 +529,17 @@ def SMLA_ScatterPackedOp : SMLA_Op<"scatter_packed"> {
     `packed` and `slots` are what a `pack_dkv` wrote (possibly a block
     earlier); a slot of -1 adds nothing and is never an address.
 
+    With `cluster(%rows, %partner, %bars, %count)` the kernel runs the two
+    head blocks of a token as a cluster of two CTAs (rank r = head block),
+    and the chunk covers only the columns [r W / 2 + c W / (2 chunks), +
+    W / (2 chunks)) of the slots, for the rows of both: its own from
+    `packed` and its staged q and do, the partner's from `partner` (the
+    partner's packed dS^T and P^T, [2 blocks][2][B][Hb], sent by the
+    partner's pack_dkv) and `rows` (the partner's q and do rows for this
+    CTA's column half, a canonical [2 Hb, W / 2] tile). Chunk 0 first
+    waits on `bars[b % 2]` for block b's partner tiles (b = count - 1,
+    none while count is 0).
+
     ```mlir
     smla.scatter_packed %packed, %slots, %q, %do[%t, %hb] into %dkv[%g]
         {chunk = 0 : i64, chunks = 3 : i64}
@@ -532,11 +550,12 @@ def SMLA_ScatterPackedOp : SMLA_Op<"scatter_packed"> {
   let arguments = (ins MemRefRankOf<[BF16], [3]>:$packed,
       MemRefRankOf<[I32], [1]>:$slots, SMLA_Bf16Rank3:$q,
       SMLA_Bf16Rank3:$dout, Index:$token, Index:$head_block,
-      MemRefRankOf<[F32], [3]>:$dkv, Index:$group, I64Attr:$chunk,
-      I64Attr:$chunks);
+      MemRefRankOf<[F32], [3]>:$dkv, Index:$group,
+      Variadic<AnyMemRef>:$cluster, I64Attr:$chunk, I64Attr:$chunks);
   let assemblyFormat = [{
     $packed `,` $slots `,` $q `,` $dout `[` $token `,` $head_block `]`
-    `into` $dkv `[` $group `]` attr-dict `:` type($packed) `,`
+    `into` $dkv `[` $group `]` (`cluster` `(` $cluster^ `:` type($cluster)
+    `)`)? attr-dict `:` type($packed) `,`
     type($slots) `,` type($q) `,` type($dout) `,` type($dkv)
   }];
   let hasVerifier = 1;
