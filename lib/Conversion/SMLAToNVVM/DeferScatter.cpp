@@ -256,7 +256,14 @@ void defer(ScatterDkvOp scatter, int64_t threads) {
 
   int64_t width = scatter.getDkv().getType().getDimSize(2);
   int64_t chunks = width / kWgmmaChunkColumns;
-  Cluster cl = clusterOf(scatter, packed);
+  // Chunk 0 waits for the partner's tiles that chunks 1 and 2 read too:
+  // the cluster form needs the chunks in order in the step.
+  bool ordered = at.size() < 2 || llvm::all_of(llvm::seq<size_t>(1, at.size()),
+                                               [&](size_t i) {
+                                                 return at[i - 1]->isBeforeInBlock(
+                                                     at[i]);
+                                               });
+  Cluster cl = ordered ? clusterOf(scatter, packed) : Cluster{};
   SmallVector<Value> chunkCluster, packCluster;
   if (cl.rows) {
     chunkCluster = {cl.rows, cl.partner, cl.bars, cl.count};

@@ -163,6 +163,75 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
 }
 
 namespace {
+/// A chunk's reductions from its wgmma accumulators: per n8 tile i,
+/// d[4 i + {0, 1}] are columns 8 i + kq + {0, 1} of slot j0 = 16 (warp % 4)
+/// + lane / 4, d[4 i + {2, 3}] those of slot j1 = j0 + 8. For each pair of
+/// n8 tiles (A, B), lanes 2k and 2k + 1 (kq and kq + 2) swap two pairs
+/// (shfl.xor 1) so that each holds 4 consecutive columns of slot j0 (the
+/// even lane in A, the odd in B) and of slot j1 (the even lane in B, the
+/// odd in A): a quad's red.global.add.v4.f32 then covers 16 consecutive
+/// columns (64 bytes) of one slot, as in the mma.sync scatter. Covering
+/// 32 bytes of twice the rows per instruction (red.v2, or red.v4 over one
+/// n8 tile) measured 0.87x on B1, whose rows many CTAs reduce into at
+/// once. Slots of -1 add nothing and are never an address.
+struct ChunkReductions {
+  Mma &m;
+  ScatterPackedOp op;
+  Value raw0, raw1, valid0, valid1, odd, four, one, lanes;
+
+  /// The thread's slots (read after the wgmma, not live across it) and
+  /// the lane roles of the pairing.
+  ChunkReductions(Mma &m, ScatterPackedOp op, const WarpLane &w, Value w4)
+      : m(m), op(op) {
+    OpBuilder &b = m.b;
+    Location loc = m.loc;
+    Value j0 = m.add(m.mul(w4, 16), w.gr), j1 = m.add(j0, 8);
+    Value zero = i32c(b, loc, 0);
+    raw0 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j0});
+    raw1 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j1});
+    valid0 = valid(raw0, zero);
+    valid1 = valid(raw1, zero);
+    Value parity = m.rem(w.lane, 2);
+    odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, parity,
+                                m.c(0));
+    four = arith::SubIOp::create(b, loc, w.kq, m.mul(parity, 2));
+    one = i32c(b, loc, 1);
+    lanes = i32c(b, loc, 32);
+  }
+  Value valid(Value raw, Value zero) {
+    return arith::CmpIOp::create(m.b, m.loc, arith::CmpIPredicate::sge, raw,
+                                 zero);
+  }
+  Value pick(Value ifOdd, Value ifEven) {
+    return arith::SelectOp::create(m.b, m.loc, odd, ifOdd, ifEven);
+  }
+  Value swap(Value ifOdd, Value ifEven) {
+    return gpu::ShuffleOp::create(m.b, m.loc, pick(ifOdd, ifEven), one, lanes,
+                                  gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  }
+  /// The pair of n8 tiles a = d[4 i ..], bt = d[4 i + 4 ..]: two red.v4;
+  /// `columns(four)` gives the dkv columns of A and B for this lane.
+  void pair(ValueRange a, ValueRange bt,
+            llvm::function_ref<std::pair<Value, Value>(Value)> columns) {
+    OpBuilder &b = m.b;
+    Location loc = m.loc;
+    Value r0 = swap(a[0], bt[0]), r1 = swap(a[1], bt[1]);
+    Value r2 = swap(bt[2], a[2]), r3 = swap(bt[3], a[3]);
+    auto [colA, colB] = columns(four);
+    emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid0, raw0,
+                  pick(colB, colA),
+                  ValueRange{pick(r0, a[0]), pick(r1, a[1]), pick(bt[0], r0),
+                             pick(bt[1], r1)});
+    emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid1, raw1,
+                  pick(colA, colB),
+                  ValueRange{pick(r2, bt[2]), pick(r3, bt[3]), pick(a[2], r2),
+                             pick(a[3], r3)});
+  }
+};
+} // namespace
+
+namespace {
 /// scatter_packed's `cluster` form: rank r's chunk c covers the 96
 /// columns r W / 2 + 96 c .. of every slot, 24 per warpgroup
 /// (m64n24k16), over 8 k steps: dS^T q and P^T do of its own rows (the
@@ -227,48 +296,18 @@ void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op) {
                      /*transB=*/true, d);
   commit(b, loc);
   wait(b, loc, 0);
-  Value j0 = m.add(m.mul(w4, 16), gr), j1 = m.add(j0, 8);
-  Value zero = i32c(b, loc, 0);
-  Value raw0 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j0});
-  Value raw1 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j1});
-  auto valid = [&](Value raw) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, raw, zero)
-        .getResult();
-  };
-  Value valid0 = valid(raw0), valid1 = valid(raw1);
-  Value parity = m.rem(w.lane, 2);
-  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, parity,
-                                    m.c(0));
-  Value four = arith::SubIOp::create(b, loc, kq, m.mul(parity, 2));
-  Value one = i32c(b, loc, 1), lanes = i32c(b, loc, 32);
-  auto pick = [&](Value ifOdd, Value ifEven) {
-    return arith::SelectOp::create(b, loc, odd, ifOdd, ifEven).getResult();
-  };
-  auto swap = [&](Value ifOdd, Value ifEven) {
-    return gpu::ShuffleOp::create(b, loc, pick(ifOdd, ifEven), one, lanes,
-                                  gpu::ShuffleMode::XOR)
-        .getShuffleResult();
-  };
-  // n8 tiles 0 and 1 (as the 48-column form's pairs), then tile 2.
-  ValueRange a(ArrayRef<Value>(d).slice(0, 4));
-  ValueRange bt(ArrayRef<Value>(d).slice(4, 4));
-  Value r0 = swap(a[0], bt[0]), r1 = swap(a[1], bt[1]);
-  Value r2 = swap(bt[2], a[2]), r3 = swap(bt[3], a[3]);
-  Value base = m.add(ownCols, four);
-  Value colA = base, colB = m.add(base, 8);
-  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid0, raw0,
-                pick(colB, colA),
-                ValueRange{pick(r0, a[0]), pick(r1, a[1]), pick(bt[0], r0),
-                           pick(bt[1], r1)});
-  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid1, raw1,
-                pick(colA, colB),
-                ValueRange{pick(r2, bt[2]), pick(r3, bt[3]), pick(a[2], r2),
-                           pick(a[3], r3)});
+  // n8 tiles 0 and 1 as one pair, then tile 2 as red.v2 per slot.
+  ChunkReductions red(m, op, w, w4);
+  red.pair(ValueRange(ArrayRef<Value>(d).slice(0, 4)),
+           ValueRange(ArrayRef<Value>(d).slice(4, 4)), [&](Value four) {
+             Value base = m.add(ownCols, four);
+             return std::pair{base, m.add(base, 8)};
+           });
   Value col2 = m.add(ownCols, m.add(kq, 16));
-  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid0, raw0, col2,
-                ValueRange{d[8], d[9]});
-  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid1, raw1, col2,
-                ValueRange{d[10], d[11]});
+  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), red.valid0, red.raw0,
+                col2, ValueRange{d[8], d[9]});
+  emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), red.valid1, red.raw1,
+                col2, ValueRange{d[10], d[11]});
 }
 } // namespace
 
@@ -308,57 +347,14 @@ void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
           advance(m, descB, (product * 4 + 2 * s) * 128), /*transB=*/true, d);
   commit(b, loc);
   wait(b, loc, 0);
-  // The thread's two slots; -1: masked (no reduction, no address);
-  // read after the wgmma, not live across it.
-  Value j0 = m.add(m.mul(w4, 16), gr), j1 = m.add(j0, 8);
-  Value zero = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
-  Value raw0 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j0});
-  Value raw1 = memref::LoadOp::create(b, loc, op.getSlots(), ValueRange{j1});
-  auto valid = [&](Value raw) {
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, raw, zero)
-        .getResult();
-  };
-  Value valid0 = valid(raw0), valid1 = valid(raw1);
-
-  // d[4 i + {0, 1}]: slot j0, columns kChunk n + 8 i + kq + {0, 1};
-  // d[4 i + {2, 3}]: slot j1. For each pair of n8 tiles (A, B), lanes 2k
-  // and 2k + 1 (kq and kq + 2) swap two pairs (shfl.xor 1) so that each
-  // holds 4 consecutive columns of slot j0 (the even lane in A, the odd
-  // in B) and of slot j1 (the even lane in B, the odd in A): a quad's
-  // red.global.add.v4.f32 then covers 16 consecutive columns (64 bytes)
-  // of one slot, as in the mma.sync scatter. Covering 32 bytes of twice
-  // the rows per instruction (red.v2, or red.v4 over one n8 tile)
-  // measured 0.87x on B1, whose rows many CTAs reduce into at once.
-  Value parity = m.rem(w.lane, 2);
-  Value odd = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, parity,
-                                    m.c(0));
-  Value four = arith::SubIOp::create(b, loc, kq, m.mul(parity, 2));
-  Value one = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(1));
-  Value lanes = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(32));
-  auto pick = [&](Value ifOdd, Value ifEven) {
-    return arith::SelectOp::create(b, loc, odd, ifOdd, ifEven).getResult();
-  };
-  auto swap = [&](Value ifOdd, Value ifEven) {
-    return gpu::ShuffleOp::create(b, loc, pick(ifOdd, ifEven), one, lanes,
-                                  gpu::ShuffleMode::XOR)
-        .getShuffleResult();
-  };
-  for (int64_t i = 0; i < kChunk / 8; i += 2) {
-    ValueRange a(ArrayRef<Value>(d).slice(4 * i, 4));
-    ValueRange bt(ArrayRef<Value>(d).slice(4 * i + 4, 4));
-    Value r0 = swap(a[0], bt[0]), r1 = swap(a[1], bt[1]);
-    Value r2 = swap(bt[2], a[2]), r3 = swap(bt[3], a[3]);
-    Value base = m.add(m.mul(n, kChunk), four);
-    Value colA = m.add(base, 8 * i), colB = m.add(base, 8 * (i + 1));
-    emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid0, raw0,
-                  pick(colB, colA),
-                  ValueRange{pick(r0, a[0]), pick(r1, a[1]),
-                             pick(bt[0], r0), pick(bt[1], r1)});
-    emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), valid1, raw1,
-                  pick(colA, colB),
-                  ValueRange{pick(r2, bt[2]), pick(r3, bt[3]),
-                             pick(a[2], r2), pick(a[3], r3)});
-  }
+  ChunkReductions red(m, op, w, w4);
+  for (int64_t i = 0; i < kChunk / 8; i += 2)
+    red.pair(ValueRange(ArrayRef<Value>(d).slice(4 * i, 4)),
+             ValueRange(ArrayRef<Value>(d).slice(4 * i + 4, 4)),
+             [&](Value four) {
+               Value base = m.add(m.mul(n, kChunk), four);
+               return std::pair{m.add(base, 8 * i), m.add(base, 8 * (i + 1))};
+             });
 }
 
 } // namespace mlir::smla

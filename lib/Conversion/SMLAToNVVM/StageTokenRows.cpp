@@ -203,12 +203,14 @@ void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kerne
                     IRMapping &mapping, Value t, Value g, int64_t threads,
                     int64_t headBlocks, int64_t budget, bool wgmma,
                     bool cluster) {
-  Value q, dout;
+  Value q, dout, kv;
   for (auto [name, v] : tensors) {
     if (name == "q")
       q = mapping.lookupOrNull(v);
     if (name == "do")
       dout = mapping.lookupOrNull(v);
+    if (name == "kv")
+      kv = mapping.lookupOrNull(v);
   }
   if (!q || !dout)
     return;
@@ -257,10 +259,15 @@ void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kerne
   if (canonical)
     stageCanonical(b, loc, kernel, q, dout, t, firstRow, threads, widths[0],
                    widths[1], staged);
-  // Two head blocks on wgmma: smla-defer-scatter runs them as a cluster
-  // that splits the dKV columns (its column halves need these rows).
-  if (canonical && cluster && headBlocks == 2 && widths[0] % 16 == 0 &&
-      used + 2 * kCanonicalHalf * widths[0] * 3 <= budget)
+  // Two head blocks per group on wgmma: smla-defer-scatter runs them as a
+  // cluster that splits the dKV columns (its column halves need these
+  // rows; headBlocks counts the CTAs of all groups). The budget also
+  // holds the partner's packed tiles it adds (two blocks of [2][64][32]).
+  int64_t groups = kv ? shapeOf(kv).getDimSize(1) : 0;
+  if (canonical && cluster && groups > 0 && headBlocks == 2 * groups &&
+      widths[0] % 16 == 0 &&
+      used + 2 * kCanonicalHalf * widths[0] * 3 + 2 * 2 * 64 * 32 * 2 <=
+          budget)
     stagePartnerRows(b, loc, q, dout, t, g, heads, threads, widths[0],
                      widths[1]);
   for (int i = 0; i < 2 && !canonical; ++i) {
