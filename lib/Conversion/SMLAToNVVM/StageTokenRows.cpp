@@ -55,6 +55,53 @@ static bool wantsCanonical(gpu::GPUFuncOp kernel, int64_t threads,
          d % 16 == 0 && d <= w;
 }
 
+/// Copies rows firstRow .. + 32 of `src` (token t) into rows rowOffset ..
+/// + 32 of the canonical tile behind `dst` (its [R / 8, 8, C / 8, 8] view),
+/// `chunks` 16-byte chunks per row from column `colBase` (null: 0) on,
+/// with cp.async; chunks at or past `width` copy 0 bytes (16 zero bytes
+/// written) from the row's first chunk, which exists.
+static void copyCanonicalRows(OpBuilder &b, Location loc, Value dst,
+                              Value src, Value t, Value firstRow,
+                              Value colBase, int64_t rowOffset,
+                              int64_t chunks, int64_t width,
+                              int64_t threads) {
+  MLIRContext *ctx = b.getContext();
+  auto idx = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value zero = idx(0);
+  // for (e = tid; e < 32 * chunks; e += threads): row h, chunk c.
+  auto loop = scf::ForOp::create(b, loc, tid, idx(kCanonicalHalf * chunks),
+                                 idx(threads));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(loop.getBody());
+  Value e = loop.getInductionVar();
+  Value h = arith::DivUIOp::create(b, loc, e, idx(chunks));
+  Value c = arith::RemUIOp::create(b, loc, e, idx(chunks));
+  Value r = arith::AddIOp::create(b, loc, h, idx(rowOffset));
+  Value inside, col;
+  if (colBase) {
+    Value at = arith::AddIOp::create(
+        b, loc, colBase, arith::MulIOp::create(b, loc, c, idx(8)));
+    inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, at,
+                                   idx(width));
+    col = arith::SelectOp::create(b, loc, inside, at, zero);
+  } else {
+    inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, c,
+                                   idx(width / 8));
+    col = arith::SelectOp::create(
+        b, loc, inside, arith::MulIOp::create(b, loc, c, idx(8)), zero);
+  }
+  Value count = arith::SelectOp::create(b, loc, inside, idx(8), zero);
+  nvgpu::DeviceAsyncCopyOp::create(
+      b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), dst,
+      ValueRange{arith::DivUIOp::create(b, loc, r, idx(8)),
+                 arith::RemUIOp::create(b, loc, r, idx(8)), c, zero},
+      src, ValueRange{t, arith::AddIOp::create(b, loc, firstRow, h), col},
+      b.getIndexAttr(8), count, b.getUnitAttr());
+}
+
 /// Stages q (rows 0-31) and do (rows 32-63, zero past its width) as one
 /// 64-row tile in the canonical no-swizzle layout of wgmma: element (r, c)
 /// at byte ((c / 8) * 8 + r / 8) * 128 + 16 (r % 8) + 2 (c % 8). The ops
@@ -82,35 +129,9 @@ static void stageCanonical(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   Value dst = memref::ReinterpretCastOp::create(
       b, loc, cells, buffer, 0, ArrayRef<int64_t>{rows / 8, 8, chunks, 8},
       ArrayRef<int64_t>{64, 8, 8 * rows, 1});
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value zero = idx(0);
-  for (int i = 0; i < 2; ++i) {
-    Value src = i ? dout : q;
-    int64_t width = i ? d : w;
-    // for (e = tid; e < 32 * W / 8; e += threads): row h, chunk c.
-    auto loop = scf::ForOp::create(b, loc, tid, idx(kCanonicalHalf * chunks),
-                                   idx(threads));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value e = loop.getInductionVar();
-    Value h = arith::DivUIOp::create(b, loc, e, idx(chunks));
-    Value c = arith::RemUIOp::create(b, loc, e, idx(chunks));
-    Value r = arith::AddIOp::create(b, loc, h, idx(i * kCanonicalHalf));
-    // Chunks past the row's width copy 0 bytes (16 zero bytes written)
-    // from its first chunk, which exists.
-    Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, c,
-                                         idx(width / 8));
-    Value col = arith::SelectOp::create(
-        b, loc, inside, arith::MulIOp::create(b, loc, c, idx(8)), zero);
-    Value count = arith::SelectOp::create(b, loc, inside, idx(8), zero);
-    nvgpu::DeviceAsyncCopyOp::create(
-        b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), dst,
-        ValueRange{arith::DivUIOp::create(b, loc, r, idx(8)),
-                   arith::RemUIOp::create(b, loc, r, idx(8)), c, zero},
-        src, ValueRange{t, arith::AddIOp::create(b, loc, firstRow, h), col},
-        b.getIndexAttr(8), count, b.getUnitAttr());
-    b.setInsertionPointAfter(loop);
-  }
+  for (int i = 0; i < 2; ++i)
+    copyCanonicalRows(b, loc, dst, i ? dout : q, t, firstRow, Value(),
+                      i * kCanonicalHalf, chunks, i ? d : w, threads);
   for (int i = 0; i < 2; ++i) {
     int64_t width = i ? d : w;
     auto layout = StridedLayoutAttr::get(
@@ -152,40 +173,14 @@ static void stagePartnerRows(OpBuilder &b, Location loc, Value q, Value dout,
   Value dst = memref::ReinterpretCastOp::create(
       b, loc, cells, buffer, 0, ArrayRef<int64_t>{rows / 8, 8, chunks, 8},
       ArrayRef<int64_t>{64, 8, 8 * rows, 1});
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value zero = idx(0);
   Value one = idx(1);
   Value firstRow = arith::MulIOp::create(
       b, loc, arith::XOrIOp::create(b, loc, g, one), idx(heads));
   Value colBase = arith::MulIOp::create(
       b, loc, arith::AndIOp::create(b, loc, g, one), idx(half));
-  for (int i = 0; i < 2; ++i) {
-    Value src = i ? dout : q;
-    int64_t width = i ? d : w;
-    auto loop = scf::ForOp::create(b, loc, tid, idx(kCanonicalHalf * chunks),
-                                   idx(threads));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value e = loop.getInductionVar();
-    Value h = arith::DivUIOp::create(b, loc, e, idx(chunks));
-    Value c = arith::RemUIOp::create(b, loc, e, idx(chunks));
-    Value r = arith::AddIOp::create(b, loc, h, idx(i * kCanonicalHalf));
-    Value col = arith::AddIOp::create(
-        b, loc, colBase, arith::MulIOp::create(b, loc, c, idx(8)));
-    // Chunks past the row's width copy 0 bytes (16 zero bytes written)
-    // from its first chunk, which exists.
-    Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
-                                         col, idx(width));
-    Value from = arith::SelectOp::create(b, loc, inside, col, zero);
-    Value count = arith::SelectOp::create(b, loc, inside, idx(8), zero);
-    nvgpu::DeviceAsyncCopyOp::create(
-        b, loc, nvgpu::DeviceAsyncTokenType::get(ctx), dst,
-        ValueRange{arith::DivUIOp::create(b, loc, r, idx(8)),
-                   arith::RemUIOp::create(b, loc, r, idx(8)), c, zero},
-        src, ValueRange{t, arith::AddIOp::create(b, loc, firstRow, h), from},
-        b.getIndexAttr(8), count, b.getUnitAttr());
-    b.setInsertionPointAfter(loop);
-  }
+  for (int i = 0; i < 2; ++i)
+    copyCanonicalRows(b, loc, dst, i ? dout : q, t, firstRow, colBase,
+                      i * kCanonicalHalf, chunks, i ? d : w, threads);
 }
 
 /// The q and do rows of the CTA's (token, head block) are read by every
