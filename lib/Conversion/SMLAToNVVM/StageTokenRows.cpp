@@ -55,6 +55,27 @@ static bool wantsCanonical(gpu::GPUFuncOp kernel, int64_t threads,
          d % 16 == 0 && d <= w;
 }
 
+/// A 64-row canonical bf16 tile of `cols` columns in shared memory and the
+/// cp.async destination view of it, [R / 8, 8, C / 8, 8] with strides
+/// [64, 8, 8 R, 1].
+static std::pair<memref::AllocaOp, Value>
+allocCanonicalTile(OpBuilder &b, Location loc, int64_t cols) {
+  MLIRContext *ctx = b.getContext();
+  auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
+  const int64_t rows = 2 * kCanonicalHalf, chunks = cols / 8;
+  auto buffer = memref::AllocaOp::create(
+      b, loc,
+      MemRefType::get({rows, cols}, b.getBF16Type(),
+                      MemRefLayoutAttrInterface{}, wgSpace));
+  auto cells = MemRefType::get(
+      {rows / 8, 8, chunks, 8}, b.getBF16Type(),
+      StridedLayoutAttr::get(ctx, 0, {64, 8, 8 * rows, 1}), wgSpace);
+  Value dst = memref::ReinterpretCastOp::create(
+      b, loc, cells, buffer, 0, ArrayRef<int64_t>{rows / 8, 8, chunks, 8},
+      ArrayRef<int64_t>{64, 8, 8 * rows, 1});
+  return {buffer, dst};
+}
+
 /// Copies rows firstRow .. + 32 of `src` (token t) into rows rowOffset ..
 /// + 32 of the canonical tile behind `dst` (its [R / 8, 8, C / 8, 8] view),
 /// `chunks` 16-byte chunks per row from column `colBase` (null: 0) on,
@@ -114,21 +135,8 @@ static void stageCanonical(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                            DenseMap<Value, Value> &staged) {
   MLIRContext *ctx = b.getContext();
   auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
-  auto idx = [&](int64_t v) {
-    return arith::ConstantIndexOp::create(b, loc, v);
-  };
-  const int64_t rows = 2 * kCanonicalHalf, chunks = w / 8;
-  Value buffer = memref::AllocaOp::create(
-      b, loc,
-      MemRefType::get({rows, w}, b.getBF16Type(), MemRefLayoutAttrInterface{},
-                      wgSpace));
-  // The copy's destination: [R / 8, 8, W / 8, 8] with strides [64, 8, 8 R, 1].
-  auto cells = MemRefType::get(
-      {rows / 8, 8, chunks, 8}, b.getBF16Type(),
-      StridedLayoutAttr::get(ctx, 0, {64, 8, 8 * rows, 1}), wgSpace);
-  Value dst = memref::ReinterpretCastOp::create(
-      b, loc, cells, buffer, 0, ArrayRef<int64_t>{rows / 8, 8, chunks, 8},
-      ArrayRef<int64_t>{64, 8, 8 * rows, 1});
+  const int64_t chunks = w / 8;
+  auto [buffer, dst] = allocCanonicalTile(b, loc, w);
   for (int i = 0; i < 2; ++i)
     copyCanonicalRows(b, loc, dst, i ? dout : q, t, firstRow, Value(),
                       i * kCanonicalHalf, chunks, i ? d : w, threads);
@@ -156,23 +164,12 @@ static void stageCanonical(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
 static void stagePartnerRows(OpBuilder &b, Location loc, Value q, Value dout,
                              Value t, Value g, int64_t heads, int64_t threads,
                              int64_t w, int64_t d) {
-  MLIRContext *ctx = b.getContext();
-  auto wgSpace = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   auto idx = [&](int64_t v) {
     return arith::ConstantIndexOp::create(b, loc, v);
   };
-  const int64_t rows = 2 * kCanonicalHalf, half = w / 2, chunks = half / 8;
-  auto buffer = memref::AllocaOp::create(
-      b, loc,
-      MemRefType::get({rows, half}, b.getBF16Type(),
-                      MemRefLayoutAttrInterface{}, wgSpace));
+  const int64_t half = w / 2, chunks = half / 8;
+  auto [buffer, dst] = allocCanonicalTile(b, loc, half);
   buffer->setAttr(kPartnerRowsAttr, b.getUnitAttr());
-  auto cells = MemRefType::get(
-      {rows / 8, 8, chunks, 8}, b.getBF16Type(),
-      StridedLayoutAttr::get(ctx, 0, {64, 8, 8 * rows, 1}), wgSpace);
-  Value dst = memref::ReinterpretCastOp::create(
-      b, loc, cells, buffer, 0, ArrayRef<int64_t>{rows / 8, 8, chunks, 8},
-      ArrayRef<int64_t>{64, 8, 8 * rows, 1});
   Value one = idx(1);
   Value firstRow = arith::MulIOp::create(
       b, loc, arith::XOrIOp::create(b, loc, g, one), idx(heads));
