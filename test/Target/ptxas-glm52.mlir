@@ -67,6 +67,7 @@
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,scatter=tma 2>&1 | FileCheck %s --check-prefix=SCATTER
 // RUN: not smla-compile -o %t/bad -quiet --config heads=64,cluster=1 2>&1 | FileCheck %s --check-prefix=CLUSTER
 // RUN: not smla-compile -o %t/bad -quiet --config heads=64,scatter=wgmma,cluster=maybe 2>&1 | FileCheck %s --check-prefix=CLUSTER-VALUE
+// RUN: not smla-compile -o %t/bad -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1 2>&1 | FileCheck %s --check-prefix=CLUSTER-SPLIT
 // RUN: smla-compile -o %t/s -quiet -mma=false --config d=512,dt=64,heads=16,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16
 // RUN: FileCheck %s --check-prefix=SCALAR < %t/s/smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16.ptx
 
@@ -180,6 +181,7 @@
 // SCATTER: bad value 'tma' for configuration key 'scatter'
 // CLUSTER: cluster = 1 needs scatter = wgmma and tokens = 1
 // CLUSTER-VALUE: bad value 'maybe' for configuration key 'cluster'
+// CLUSTER-SPLIT: cluster=1 builds no cluster here: it needs the wgmma form (32-head CTAs) with exactly two head blocks per group
 
 // BAD: smla-compile: error: --config 'heads=3,groups=2': heads (3) must be a positive multiple of groups (2)
 

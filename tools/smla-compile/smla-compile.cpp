@@ -92,6 +92,15 @@ static bool writeFile(llvm::StringRef path, llvm::StringRef data) {
   return true;
 }
 
+/// Whether a kernel of `module` runs as a thread-block cluster.
+static bool hasClusterKernel(ModuleOp module) {
+  bool found = false;
+  module.walk([&](gpu::GPUFuncOp f) {
+    found |= f->hasAttr("nvvm.cluster_dim");
+  });
+  return found;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAllPasses();
@@ -166,6 +175,22 @@ int main(int argc, char **argv) {
           continue;
         }
         return fail("--config '" + text + "': lowering to kernels failed");
+      }
+      // cluster=1 asks for the two-head-block cluster (docs/codegen.md):
+      // a split it does not apply to is refused, not silently built
+      // without it.
+      if (spec->cluster && !hasClusterKernel(*module)) {
+        std::string why = "cluster=1 builds no cluster here: it needs the "
+                          "wgmma form (32-head CTAs) with exactly two head "
+                          "blocks per group (tried head_blocks=" +
+                          std::to_string(split) + ")";
+        if (!last) {
+          if (!quiet)
+            llvm::errs() << "note: --config '" << text << "': " << why
+                         << " skipped\n";
+          continue;
+        }
+        return fail("--config '" + text + "': " + why);
       }
       infos = collectKernelInfo(*module);
       bool stagesBoth = llvm::any_of(infos, [](const KernelInfo &k) {
