@@ -14,6 +14,7 @@
 
 #include "smla/Conversion/Passes.h"
 #include "smla/Conversion/SMLAToNVVM/CtaEmitter.h"
+#include "smla/Conversion/SMLAToNVVM/Wgmma.h"
 
 namespace mlir::smla {
 #define GEN_PASS_DEF_SMLADEFERSCATTER
@@ -201,17 +202,15 @@ Cluster clusterOf(ScatterDkvOp scatter, Value packed) {
       memref::ExtractAlignedPointerAsIndexOp::create(b, loc, c.bars));
   Value tid = arith::IndexCastOp::create(
       b, loc, i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
-  LLVM::InlineAsmOp::create(
-      b, loc, TypeRange{}, ValueRange{bars, tid},
+  wgmma::inlineAsm(
+      b, loc, Type(), ValueRange{bars, tid},
       "{\n.reg .pred p;\n.reg .u32 a;\nsetp.lt.u32 p, $1, 2;\n"
       "mad.lo.u32 a, $1, 8, $0;\n"
       "@p mbarrier.init.shared::cta.b64 [a], 1;\n}\n"
       "fence.mbarrier_init.release.cluster;\n"
       "barrier.cluster.arrive.release.aligned;\n"
       "barrier.cluster.wait.acquire.aligned;",
-      "r,r", /*has_side_effects=*/true, /*is_align_stack=*/false,
-      LLVM::TailCallKind::None,
-      LLVM::AsmDialectAttr::get(ctx, LLVM::AsmDialect::AD_ATT), ArrayAttr());
+      "r,r");
   return c;
 }
 

@@ -245,7 +245,7 @@ void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op) {
   Location loc = e.loc;
   constexpr int64_t kN = 24;
   WarpLane w = m.warpLane(e.tid);
-  Value gr = w.gr, kq = w.kq;
+  Value kq = w.kq;
   Value wg = m.div(e.tid, 128), w4 = m.rem(w.warp, 4);
   Value rows = op.getCluster()[0], partnerTiles = op.getCluster()[1],
         bars = op.getCluster()[2], countRef = op.getCluster()[3];
@@ -318,7 +318,6 @@ void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
   OpBuilder &b = e.b;
   Location loc = e.loc;
   WarpLane w = m.warpLane(e.tid);
-  Value gr = w.gr, kq = w.kq;
   Value wg = m.div(e.tid, 128), w4 = m.rem(w.warp, 4);
   Value dsBase = m.base(op.getPacked());
   Value qdo = m.base(op.getQ());
