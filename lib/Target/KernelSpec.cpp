@@ -208,7 +208,7 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
                 "tokens");
   if (s.cluster && (!s.wgmmaScatter || s.tokens > 1))
     return fail("cluster = 1 needs scatter = wgmma and tokens = 1 (it "
-                "pairs the two head blocks of a token)");
+                "pairs head blocks of a token)");
   if (s.tokens > 1)
     s.headBlocks = 1;
   return s;

@@ -54,6 +54,11 @@
 // RUN: FileCheck %s --check-prefix=WGMMA-B1-PTX < %t/b1c/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=WGMMA-B1-SMEM < %t/b1c/manifest.json
 // RUN: FileCheck %s --check-prefix=WGMMA-B1C < %t/b1c/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptxas.txt
+// RUN: smla-compile -o %t/h128c -quiet --cta-threads 512 --config d=512,dt=64,heads=128,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1
+// RUN: grep -c "wgmma.mma_async" %t/h128c/smla_d512_dt64_h128_g1_b64_s4_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-B1-ALL
+// RUN: grep -c "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32" %t/h128c/smla_d512_dt64_h128_g1_b64_s4_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-B1-SEND
+// RUN: FileCheck %s --check-prefix=WGMMA-B1-PTX < %t/h128c/smla_d512_dt64_h128_g1_b64_s4_base2_bf16_bf16.ptx
+// RUN: FileCheck %s --check-prefix=WGMMA-H128C < %t/h128c/smla_d512_dt64_h128_g1_b64_s4_base2_bf16_bf16.ptxas.txt
 // RUN: not grep -c "ldmatrix\|mma.sync.aligned" %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-NOSYNC
 // RUN: FileCheck %s --check-prefix=WGMMA-B1 < %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptxas.txt
 // RUN: smla-compile -o %t/h32w -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma --config d=512,dt=64,heads=128,groups=1,block=64,lse=natural,positions=1,dq=bf16,dkv=bf16,scatter=wgmma
@@ -149,7 +154,9 @@
 // slot (half the bytes of the 48-column form); pack_dkv sends its 4
 // packed pairs per thread to the partner with st.async, chunk 0 waits on
 // the mbarrier (in the loop and after it), and the partner's rows for the
-// column half add a 36 KB tile (228352 bytes in all).
+// column half add a 36 KB tile (228352 bytes in all). H = 128's four
+// head blocks run as two such clusters (hb, hb ^ 1): the same kernel
+// body, grid y 4.
 // WGMMA-B1-ALL: {{^}}96{{$}}
 // WGMMA-B1-N24: {{^}}48{{$}}
 // WGMMA-B1-SEND: {{^}}4{{$}}
@@ -161,6 +168,9 @@
 // WGMMA-B1-PTX: mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r{{[0-9]+}}], 8192;
 // WGMMA-B1-PTX: mbarrier.try_wait.parity.shared::cta.b64
 // WGMMA-B1-SMEM: "dynamic_smem": 228352
+// WGMMA-H128C-NOT: C7520
+// WGMMA-H128C: Function properties for smla_d512_dt64_h128_g1_b64_s4_base2_bf16_bf16_bwd
+// WGMMA-H128C-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // WGMMA-B1C-NOT: C7520
 // WGMMA-B1C: Function properties for smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16_bwd
 // WGMMA-B1C-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
@@ -181,7 +191,7 @@
 // SCATTER: bad value 'tma' for configuration key 'scatter'
 // CLUSTER: cluster = 1 needs scatter = wgmma and tokens = 1
 // CLUSTER-VALUE: bad value 'maybe' for configuration key 'cluster'
-// CLUSTER-SPLIT: cluster=1 builds no cluster here: it needs the wgmma form (32-head CTAs) with exactly two head blocks per group
+// CLUSTER-SPLIT: cluster=1 builds no cluster here: it needs the wgmma form (32-head CTAs) with an even number of head blocks per group
 
 // BAD: smla-compile: error: --config 'heads=3,groups=2': heads (3) must be a positive multiple of groups (2)
 

@@ -92,6 +92,9 @@ CASES = {
     # of its buffers and both mbarrier parities (one block uses one).
     "H64_blocks": (dict(H=64, T=8, K=300, S=2000), {}),
     "H128": (dict(H=128, T=6), {}),
+    # The same for H = 128's two clusters of head-block pairs per token.
+    "H128_blocks": (dict(H=128, T=6, K=300, S=2000, lse_base="e",
+                         positions=shard_positions(6, 2000)), {}),
     "H128_positions_lse_e": (dict(H=128, T=6, lse_base="e", positions=shard_positions(6, 300)), {}),
     "K1": (dict(K=1, adversarial=False, random_o=True), {}),
     "K7": (dict(K=7), {}),
@@ -118,7 +121,7 @@ def test_compiled_matches_reference(name):
 # (c * n / 7) mod n, so the starts differ wherever n > 1 (every case but K7,
 # whose one block is its whole row).
 WALK_CASES = ["glm52", "glm52_positions", "glm52_lse_e", "H32", "H64", "H64_blocks",
-              "H128", "K7", "K1000", "K2047", "G2_H20", "G2_H4_lse_e_f32"]
+              "H128", "H128_blocks", "K7", "K1000", "K2047", "G2_H20", "G2_H4_lse_e_f32"]
 
 
 @needs_compiled

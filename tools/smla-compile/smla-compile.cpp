@@ -181,8 +181,8 @@ int main(int argc, char **argv) {
       // without it.
       if (spec->cluster && !hasClusterKernel(*module)) {
         std::string why = "cluster=1 builds no cluster here: it needs the "
-                          "wgmma form (32-head CTAs) with exactly two head "
-                          "blocks per group (tried head_blocks=" +
+                          "wgmma form (32-head CTAs) with an even number of "
+                          "head blocks per group (tried head_blocks=" +
                           std::to_string(split) + ")";
         if (!last) {
           if (!quiet)

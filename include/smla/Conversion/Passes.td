@@ -138,10 +138,10 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
            "(smla-defer-scatter)">,
     Option<"clusterHeadBlocks", "cluster-head-blocks", "bool",
            /*default=*/"false",
-           "With wgmma-scatter and two head blocks per token: also stage the "
-           "partner head block's q and do rows for this CTA's half of the "
-           "columns, so that smla-defer-scatter runs the two as a cluster "
-           "that splits the dKV columns">,
+           "With wgmma-scatter and an even number of head blocks per token: "
+           "also stage the partner head block's (g ^ 1) q and do rows for "
+           "this CTA's half of the columns, so that smla-defer-scatter runs "
+           "each pair as a cluster that splits the dKV columns">,
   ];
   let dependentDialects = ["::mlir::gpu::GPUDialect",
                            "::mlir::memref::MemRefDialect",
@@ -234,17 +234,19 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     The buffers are single: chunk 2 of step j - 1 precedes the pack of
     step j, and smla-insert-barriers places the barriers between them.
 
-    A kernel of two head blocks per token (grid y = 2 g + hb, B1's H =
-    64) whose gpu-map staged the partner head block's q and do rows for
-    this CTA's half of the columns (`smla.partner_rows`: smla-gpu-map's
-    `cluster-head-blocks`, the configuration key cluster=1) runs as a
+    A kernel of an even number n of head blocks per token (grid y = n g
+    + hb; B1's H = 64: two, H = 128: four) whose gpu-map staged the
+    partner head block's (hb ^ 1) q and do rows for this CTA's half of
+    the columns (`smla.partner_rows`: smla-gpu-map's
+    `cluster-head-blocks`, the configuration key cluster=1) runs head
+    blocks hb and hb ^ 1 as a
     cluster of two CTAs (`nvvm.cluster_dim` 1 x 2 x 1) that split the dKV
     columns: pack_dkv also sends its packed dS^T and P^T to the partner
     (st.async, completing the partner's mbarrier; two block buffers), and
     each chunk reduces 96 columns of this CTA's half for the rows of both
     (`cluster` operands); the block walk's rotation takes the pair's even
     head block, so that both walk the same slots in one order. Each slot
-    is then reduced once per token, not
+    is then reduced once per pair of head blocks, not
     once per head block: half the reduction bytes, for 8 KB a block
     through distributed shared memory (B1 1.12x; moving the fp32 sums
     instead was 1.01x, the seventeenth session's notes).

@@ -27,8 +27,8 @@ void buildCpuPipeline(OpPassManager &pm);
 /// during the previous block (smla-prefetch-keys), but for `wgmmaScatter`
 /// (the configuration key scatter=wgmma), whose dQ update on wgmma reads
 /// the key tile until the end of each block. `clusterHeadBlocks` (the key
-/// cluster=1) runs a wgmma kernel's two head blocks per token as a cluster
-/// that splits the dKV columns.
+/// cluster=1) runs a wgmma kernel's head blocks per token (an even number)
+/// in clusters of two that split the dKV columns.
 void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
                             int64_t ctasPerSm = 1, bool prefetchKeys = true,
                             bool wgmmaScatter = false,

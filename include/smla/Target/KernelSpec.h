@@ -56,9 +56,9 @@ struct KernelSpec {
   /// block (smla-defer-scatter); `mma` (the default) keeps it on mma.sync.
   /// Not part of the name either.
   bool wgmmaScatter = false;
-  /// Key `cluster` (with scatter=wgmma and two head blocks per token): run
-  /// the token's two head blocks as a cluster of two CTAs that split the
-  /// dKV columns (docs/codegen.md). Not part of the name either.
+  /// Key `cluster` (with scatter=wgmma and an even number of head blocks
+  /// per token): run head blocks hb and hb ^ 1 of a token as a cluster of
+  /// two CTAs that split the dKV columns (docs/codegen.md). Not part of the name either.
   bool cluster = false;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16

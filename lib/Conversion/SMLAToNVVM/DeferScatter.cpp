@@ -135,9 +135,10 @@ struct Cluster {
   Value rows, partner, bars, count;
 };
 
-/// A kernel of two head blocks per token (grid y = 2 g + hb, smla-gpu-map)
-/// whose partner rows were staged (kPartnerRowsAttr) runs as a cluster of
-/// two CTAs that split the dKV columns: allocates the partner's packed
+/// A kernel of an even number n of head blocks per token (grid y = n g +
+/// hb, smla-gpu-map: B1's H = 64 has two, H = 128 four) whose partner rows
+/// were staged (kPartnerRowsAttr) runs head blocks hb and hb ^ 1 as a
+/// cluster of two CTAs that split the dKV columns: allocates the partner's packed
 /// tiles ([2 blocks][2][B][Hb]), their two mbarriers and the per-thread
 /// pack count, and initialises the mbarriers at the kernel's start,
 /// before a cluster barrier that orders them before any partner's
@@ -145,8 +146,10 @@ struct Cluster {
 Cluster clusterOf(ScatterDkvOp scatter, Value packed) {
   auto div = scatter.getGroup().getDefiningOp<arith::DivUIOp>();
   auto y = div ? div.getLhs().getDefiningOp<gpu::BlockIdOp>() : nullptr;
-  if (!y || y.getDimension() != gpu::Dimension::y ||
-      getConstantIntValue(div.getRhs()) != 2)
+  std::optional<int64_t> perGroup =
+      div ? getConstantIntValue(div.getRhs()) : std::nullopt;
+  if (!y || y.getDimension() != gpu::Dimension::y || !perGroup ||
+      *perGroup < 2 || *perGroup % 2)
     return {};
   auto func = scatter->getParentOfType<gpu::GPUFuncOp>();
   Value rows;

@@ -155,8 +155,8 @@ static void stageCanonical(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   }
 }
 
-/// For a kernel of two head blocks per token run as a cluster of two
-/// (smla-defer-scatter's column halves): the partner head block's q and do
+/// For a kernel whose head blocks run in clusters of two (an even number
+/// per token; smla-defer-scatter's column halves): the partner head block's q and do
 /// rows (rows (g ^ 1) Hb ..) for this CTA's column half [(g % 2) W / 2,
 /// (g % 2 + 1) W / 2), as one canonical [q'; do'] tile of 2 Hb rows (do
 /// zero past its width), marked kPartnerRowsAttr; the copies join the
@@ -251,12 +251,13 @@ void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kerne
   if (canonical)
     stageCanonical(b, loc, kernel, q, dout, t, firstRow, threads, widths[0],
                    widths[1], staged);
-  // Two head blocks per group on wgmma: smla-defer-scatter runs them as a
-  // cluster that splits the dKV columns (its column halves need these
-  // rows; headBlocks counts the CTAs of all groups). The budget also
+  // An even number of head blocks per group on wgmma: smla-defer-scatter
+  // runs them in clusters of two (g, g ^ 1) that split the dKV columns (its
+  // column halves need these rows; headBlocks counts the CTAs of all
+  // groups). The budget also
   // holds the partner's packed tiles it adds (two blocks of [2][64][32]).
   int64_t groups = kv ? shapeOf(kv).getDimSize(1) : 0;
-  if (canonical && cluster && groups > 0 && headBlocks == 2 * groups &&
+  if (canonical && cluster && groups > 0 && headBlocks % (2 * groups) == 0 &&
       widths[0] % 16 == 0 &&
       used + 2 * kCanonicalHalf * widths[0] * 3 + 2 * 2 * 64 * 32 * 2 <=
           budget)

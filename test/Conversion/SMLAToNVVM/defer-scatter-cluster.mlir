@@ -75,3 +75,24 @@ func.func @b1(%q: memref<?x64x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?
   smla.sparse_attention_bwd q(%q : memref<?x64x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x64x512xbf16>) dout(%dout : memref<?x64x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x64xf32>) dq(%dq : memref<?x64x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<3xi64>) {config = #smla.config<d = 512, dt = 64, heads = 64, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 2, tokens = 1>, sm_scale = 0.0416 : f32}
   return
 }
+
+// H = 128 (DeepSeek-V3.2's heads): four head blocks of 32 per token (grid
+// y = 4 g + hb); head blocks hb and hb ^ 1 run as a cluster of two, each
+// rotating its walk as the pair's even one, with the same partner rows.
+// CHECK-LABEL: gpu.func @h128_bwd
+// CHECK-SAME: nvvm.cluster_dim = array<i32: 1, 2, 1>
+// CHECK: %[[PARTNER4:.*]] = memref.alloca() : memref<4x64x32xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[EVEN4:.*]] = arith.andi %block_id_y, %c-2 : index
+// CHECK-NEXT: %[[ROW4:.*]] = arith.muli %[[EVEN4]],
+// CHECK-NEXT: arith.addi %block_id_x, %[[ROW4]] {smla.walk_cta} : index
+// CHECK: %[[ROWS4:.*]] = memref.alloca() {smla.partner_rows} : memref<64x288xbf16, #gpu.address_space<workgroup>>
+// CHECK: smla.scatter_packed {{.*}} cluster(%[[ROWS4]], %[[PARTNER4]], {{.*}}) {chunk = 0 : i64, chunks = 3 : i64}
+// CHECK: smla.pack_dkv {{.*}} cluster(%[[PARTNER4]], {{.*}})
+// LOWER-LABEL: gpu.func @h128_bwd
+// LOWER-SAME: smla.dynamic_smem = 228352
+// LOWER: mbarrier.try_wait.parity.shared::cta.b64
+// LOWER: st.async.shared::cluster.mbarrier::complete_tx::bytes.b32
+func.func @h128(%q: memref<?x128x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x128x512xbf16>, %dout: memref<?x128x512xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x128xf32>, %dq: memref<?x128x576xbf16>, %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %counters: memref<3xi64>) {
+  smla.sparse_attention_bwd q(%q : memref<?x128x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x128x512xbf16>) dout(%dout : memref<?x128x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x128xf32>) dq(%dq : memref<?x128x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<3xi64>) {config = #smla.config<d = 512, dt = 64, heads = 128, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 4, tokens = 1>, sm_scale = 0.0416 : f32}
+  return
+}

@@ -130,8 +130,8 @@ constexpr int64_t kKeyTilePad = 8;
 /// the shared-memory bytes the staged rows and the tiles may use.
 /// With `wgmma`, a 32-row CTA at block 64 stages q and do as one canonical
 /// [q; do] tile for the wgmma form of scatter_dkv (canonicalRow); with
-/// `cluster` too and two head blocks per token, also the partner head
-/// block's rows for this CTA's column half (kPartnerRowsAttr).
+/// `cluster` too and an even number of head blocks per token, also the
+/// partner head block's (g ^ 1) rows for this CTA's column half (kPartnerRowsAttr).
 void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                     ArrayRef<std::pair<StringRef, Value>> tensors,
                     IRMapping &mapping, Value t, Value g, int64_t threads,
@@ -147,7 +147,7 @@ constexpr int64_t kCanonicalStride = 2 * kCanonicalHalf / 8 * 128;
 constexpr llvm::StringLiteral kCanonicalRowAttr = "smla.canonical_row";
 /// Marks the CTA index `t + g * T` that rotates the block walk
 /// (BlockWalk.cpp): smla-defer-scatter's clusters make g even in it, so
-/// that the two head blocks of a token walk their blocks in one order.
+/// that the two head blocks of a cluster walk their blocks in one order.
 constexpr llvm::StringLiteral kWalkCtaAttr = "smla.walk_cta";
 /// Marks the canonical [q'; do'] tile of the partner head block's rows for
 /// this CTA's column half (StageTokenRows.cpp, smla-defer-scatter's
