@@ -14,7 +14,6 @@
 
 #include "smla/Conversion/Passes.h"
 #include "smla/Conversion/SMLAToNVVM/CtaEmitter.h"
-#include "smla/Conversion/SMLAToNVVM/Wgmma.h"
 
 namespace mlir::smla {
 #define GEN_PASS_DEF_SMLADEFERSCATTER
@@ -140,9 +139,9 @@ struct Cluster {
 /// were staged (kPartnerRowsAttr) runs head blocks hb and hb ^ 1 as a
 /// cluster of two CTAs that split the dKV columns: allocates the partner's packed
 /// tiles ([2 blocks][2][B][Hb]), their two mbarriers and the per-thread
-/// pack count, and initialises the mbarriers at the kernel's start,
-/// before a cluster barrier that orders them before any partner's
-/// st.async.
+/// pack count, and initialises the mbarriers at the kernel's start
+/// (smla.cluster_init: a cluster barrier orders them before any partner's
+/// st.async).
 Cluster clusterOf(ScatterDkvOp scatter, Value packed) {
   auto div = scatter.getGroup().getDefiningOp<arith::DivUIOp>();
   auto y = div ? div.getLhs().getDefiningOp<gpu::BlockIdOp>() : nullptr;
@@ -199,21 +198,7 @@ Cluster clusterOf(ScatterDkvOp scatter, Value packed) {
   memref::StoreOp::create(
       b, loc, arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)),
       c.count, ValueRange{});
-  Type i32 = b.getI32Type();
-  Value bars = arith::IndexCastOp::create(
-      b, loc, i32,
-      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, c.bars));
-  Value tid = arith::IndexCastOp::create(
-      b, loc, i32, gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x));
-  wgmma::inlineAsm(
-      b, loc, Type(), ValueRange{bars, tid},
-      "{\n.reg .pred p;\n.reg .u32 a;\nsetp.lt.u32 p, $1, 2;\n"
-      "mad.lo.u32 a, $1, 8, $0;\n"
-      "@p mbarrier.init.shared::cta.b64 [a], 1;\n}\n"
-      "fence.mbarrier_init.release.cluster;\n"
-      "barrier.cluster.arrive.release.aligned;\n"
-      "barrier.cluster.wait.acquire.aligned;",
-      "r,r");
+  ClusterInitOp::create(b, loc, c.bars);
   return c;
 }
 

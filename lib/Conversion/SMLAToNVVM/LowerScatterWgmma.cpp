@@ -82,7 +82,7 @@ void sendToPartner(CtaEmitter &e, PackDkvOp op,
   Location loc = e.loc;
   Value partnerTiles = op.getCluster()[0], bars = op.getCluster()[1],
         countRef = op.getCluster()[2];
-  int64_t tileBytes = 2 * kSlots * kCanonicalHalf * 2;
+  int64_t tileBytes = kPartnerTileBytes;
   Value count = memref::LoadOp::create(b, loc, countRef, ValueRange{});
   memref::StoreOp::create(b, loc,
                           arith::AddIOp::create(b, loc, count, i32c(b, loc, 1)),
@@ -110,6 +110,27 @@ void sendToPartner(CtaEmitter &e, PackDkvOp op,
             "r,r");
 }
 } // namespace
+
+void lowerClusterInit(CtaEmitter &e, ClusterInitOp op) {
+  OpBuilder &b = e.b;
+  Location loc = e.loc;
+  Type i32 = b.getI32Type();
+  Value bars = arith::IndexCastOp::create(
+      b, loc, i32,
+      memref::ExtractAlignedPointerAsIndexOp::create(b, loc, op.getBars()));
+  Value tid = arith::IndexCastOp::create(b, loc, i32, e.tid);
+  int64_t count = op.getBars().getType().getDimSize(0);
+  inlineAsm(b, loc, Type(), ValueRange{bars, tid},
+            "{\n.reg .pred p;\n.reg .u32 a;\nsetp.lt.u32 p, $1, " +
+                std::to_string(count) +
+                ";\n"
+                "mad.lo.u32 a, $1, 8, $0;\n"
+                "@p mbarrier.init.shared::cta.b64 [a], 1;\n}\n"
+                "fence.mbarrier_init.release.cluster;\n"
+                "barrier.cluster.arrive.release.aligned;\n"
+                "barrier.cluster.wait.acquire.aligned;",
+            "r,r");
+}
 
 void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
                   const LaneFn &index) {
@@ -250,7 +271,7 @@ void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op) {
   Value rows = op.getCluster()[0], partnerTiles = op.getCluster()[1],
         bars = op.getCluster()[2], countRef = op.getCluster()[3];
   int64_t width = staticDim(op.getQ(), 2), half = width / 2;
-  int64_t tileBytes = 2 * kSlots * kCanonicalHalf * 2;
+  int64_t tileBytes = kPartnerTileBytes;
   Value count = memref::LoadOp::create(b, loc, countRef, ValueRange{});
   // Block count - 1's partner tiles: buffer (count - 1) % 2.
   Value prev = arith::SubIOp::create(b, loc, count, i32c(b, loc, 1));

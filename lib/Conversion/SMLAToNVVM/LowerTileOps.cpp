@@ -168,6 +168,10 @@ private:
           lowerTileDot(e, typed, mma);
           return success();
         })
+        .Case([&](ClusterInitOp typed) {
+          lowerClusterInit(e, typed);
+          return success();
+        })
         .Case([&](PairUnionOp typed) {
           lowerPairUnion(e, typed);
           return success();

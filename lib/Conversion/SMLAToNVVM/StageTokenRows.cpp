@@ -259,7 +259,7 @@ void mlir::smla::stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kerne
   int64_t groups = kv ? shapeOf(kv).getDimSize(1) : 0;
   if (canonical && cluster && groups > 0 && headBlocks % (2 * groups) == 0 &&
       widths[0] % 16 == 0 &&
-      used + 2 * kCanonicalHalf * widths[0] * 3 + 2 * 2 * 64 * 32 * 2 <=
+      used + 2 * kCanonicalHalf * widths[0] * 3 + 2 * kPartnerTileBytes <=
           budget)
     stagePartnerRows(b, loc, q, dout, t, g, heads, threads, widths[0],
                      widths[1]);

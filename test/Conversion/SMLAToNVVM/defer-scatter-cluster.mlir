@@ -20,7 +20,7 @@
 // CHECK: memref.store %{{.*}}, %[[COUNT]][] : memref<i32>
 // The mbarriers are initialised before a cluster barrier, ahead of
 // everything else: no partner's st.async can reach them first.
-// CHECK: llvm.inline_asm {{.*}}mbarrier.init.shared::cta.b64 [a], 1;{{.*}}fence.mbarrier_init.release.cluster;{{.*}}barrier.cluster.arrive.release.aligned;{{.*}}barrier.cluster.wait.acquire.aligned;
+// CHECK: smla.cluster_init %[[BARS]] : memref<2xi64, #gpu.address_space<workgroup>>
 // Both head blocks rotate their block walk as the pair's even one, so
 // that they walk the same slots in the same order.
 // CHECK: %[[EVEN:.*]] = arith.andi %block_id_y, %c-2 : index
@@ -62,6 +62,7 @@
 // own mbarrier for the partner's 8 KB.
 // LOWER-LABEL: gpu.func @b1_bwd
 // LOWER-SAME: smla.dynamic_smem = 228352
+// LOWER: llvm.inline_asm {{.*}}setp.lt.u32 p, $1, 2;{{.*}}mbarrier.init.shared::cta.b64 [a], 1;{{.*}}fence.mbarrier_init.release.cluster;{{.*}}barrier.cluster.arrive.release.aligned;{{.*}}barrier.cluster.wait.acquire.aligned;
 // LOWER: llvm.inline_asm {{.*}}setp.eq.u32 q, $2, 0;{{.*}}@q bra done;{{.*}}mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;
 // LOWER-NEXT: llvm.inline_asm {{.*}}"fence.proxy.async.shared::cta;"
 // LOWER-COUNT-8: wgmma.mma_async.sync.aligned.m64n24k16

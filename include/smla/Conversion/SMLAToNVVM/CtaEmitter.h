@@ -97,6 +97,9 @@ bool canUseWgmma(ScatterDkvOp op, int64_t threads);
 void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
                   const LaneFn &index);
 void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op);
+/// smla.cluster_init: thread i < N initialises mbarrier i, then the fence
+/// and the cluster barrier (LowerScatterWgmma.cpp).
+void lowerClusterInit(CtaEmitter &e, ClusterInitOp op);
 
 /// smla.gather as masked cp.async into the row-major or the swizzled key
 /// tile (LowerGather.cpp); `mask` and `index` give the lanes of the op's

@@ -140,6 +140,9 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
 
 /// Rows per half of the canonical [q; do] tile (the CTA's rows).
 constexpr int64_t kCanonicalHalf = 32;
+/// Bytes of one block's packed dS^T and P^T ([2][64 slots][32 rows] bf16)
+/// that a cluster's pack_dkv sends to its partner (smla-defer-scatter).
+constexpr int64_t kPartnerTileBytes = 2 * 64 * kCanonicalHalf * 2;
 /// Bytes between core-matrix columns (8 columns) of that 64-row tile.
 constexpr int64_t kCanonicalStride = 2 * kCanonicalHalf / 8 * 128;
 /// Marks a view of the canonical [q; do] tile with its first row (0: q,

@@ -9,6 +9,7 @@
 
 #include "smla/Dialect/SMLA/IR/SMLA.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -374,6 +375,15 @@ LogicalResult PackDkvOp::verify() {
   if (!getCluster().empty() && getCluster().size() != 3)
     return emitOpError() << "cluster takes the partner tiles, the "
                             "mbarriers and the count";
+  return success();
+}
+
+LogicalResult ClusterInitOp::verify() {
+  auto type = getBars().getType();
+  if (!type.hasStaticShape() || type.getDimSize(0) < 1 ||
+      !gpu::GPUDialect::isWorkgroupMemoryAddressSpace(type.getMemorySpace()))
+    return emitOpError() << "bars must be a static, non-empty array in "
+                            "workgroup memory";
   return success();
 }
 

@@ -134,6 +134,10 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
       {chunk = 0 : i64, chunks = 3 : i64} : memref<2x16x2xbf16>,
       memref<16xi32>, memref<?x4x48xbf16>, memref<?x4x32xbf16>,
       memref<?x2x48xf32>
+  // The cluster's mbarriers, initialised at the kernel's start.
+  %wbars = memref.alloca() : memref<2xi64, #gpu.address_space<workgroup>>
+  // CHECK: smla.cluster_init %{{.*}} : memref<2xi64, #gpu.address_space<workgroup>>
+  smla.cluster_init %wbars : memref<2xi64, #gpu.address_space<workgroup>>
   // CHECK: smla.dq_packed %{{.*}}, %{{.*}} into %{{.*}} : memref<2x16x2xbf16>, memref<16x48xbf16>, memref<2x48xf32>
   smla.dq_packed %packed, %keys into %dqa
       : memref<2x16x2xbf16>, memref<16x48xbf16>, memref<2x48xf32>

@@ -335,3 +335,19 @@ func.func @dq_packed_width(%packed: memref<2x16x2xbf16>, %keys: memref<16x48xbf1
   smla.dq_packed %packed, %keys into %acc : memref<2x16x2xbf16>, memref<16x48xbf16>, memref<2x64xf32>
   return
 }
+
+// -----
+
+func.func @cluster_init_global(%bars: memref<2xi64>) {
+  // expected-error @+1 {{bars must be a static, non-empty array in workgroup memory}}
+  smla.cluster_init %bars : memref<2xi64>
+  return
+}
+
+// -----
+
+func.func @cluster_init_dynamic(%bars: memref<?xi64, #gpu.address_space<workgroup>>) {
+  // expected-error @+1 {{bars must be a static, non-empty array in workgroup memory}}
+  smla.cluster_init %bars : memref<?xi64, #gpu.address_space<workgroup>>
+  return
+}

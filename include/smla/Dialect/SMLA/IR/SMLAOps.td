@@ -561,6 +561,26 @@ def SMLA_ScatterPackedOp : SMLA_Op<"scatter_packed"> {
   let hasVerifier = 1;
 }
 
+def SMLA_ClusterInitOp : SMLA_Op<"cluster_init"> {
+  let summary = "Initialise the mbarriers of a cluster hand-off";
+  let description = [{
+    Initialises each mbarrier of `bars` (a workgroup array of i64, arrival
+    count 1) and orders that before any other CTA of the cluster can
+    complete a transaction on them: `fence.mbarrier_init.release.cluster`,
+    then a cluster barrier (arrive.release, wait.acquire). Every thread of
+    every CTA of the cluster must reach it once, before any `pack_dkv` with
+    a `cluster` operand. GPU only: `smla-defer-scatter` emits it at the
+    start of a kernel whose head blocks run as clusters of two.
+
+    ```mlir
+    smla.cluster_init %bars : memref<2xi64, #gpu.address_space<workgroup>>
+    ```
+  }];
+  let arguments = (ins MemRefRankOf<[I64], [1]>:$bars);
+  let assemblyFormat = [{ $bars attr-dict `:` type($bars) }];
+  let hasVerifier = 1;
+}
+
 def SMLA_StoreDqOp : SMLA_Op<"store_dq"> {
   let summary = "Write the dQ rows of one token and head block";
   let description = [{
