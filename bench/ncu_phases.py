@@ -6,6 +6,11 @@ holds and its top stall reasons.
     ncu --set full -o rep ...                       (on the GPU machine)
     ncu -i rep.ncu-rep --page source --csv --print-source sass > sass.csv
     python3 bench/ncu_phases.py sass.csv
+    python3 bench/ncu_phases.py --mix sass.csv      (the instruction mix)
+
+The mix lists executed warp instructions by opcode (predicates and
+modifiers dropped), each with its share of the samples, and the share of
+instructions that are the high halves of 64-bit integer arithmetic.
 """
 
 import collections
@@ -19,6 +24,43 @@ KINDS = ["HGMMA", "RED", "LDGSTS", "MUFU", "STS", "LDS", "LDG", "STG", "SHFL", "
 def opcode(source: str) -> str:
     s = re.sub(r"^@!?U?P\w+\s+", "", source.strip())
     return s.split()[0] if s else ""
+
+
+# The high halves of 64-bit integer arithmetic: carries (.X), extended
+# compares (.EX), the high shifts and wide multiplies.
+WIDE = re.compile(r"^(IMAD\.X|IADD3\.X|UIADD3\.X|LEA\.HI|ULEA\.HI|SHF\.[LR]\.U64|"
+                  r"USHF\.[LR]\.U64|IMAD\.WIDE|UIMAD\.WIDE|ISETP\.\S*\.EX|"
+                  r"SHF\.R\.S32\.HI)")
+
+
+def mix(rows, top=20):
+    """(opcode, executed, share of samples) for the `top` opcodes, the
+    executed total, and the executed instructions matching WIDE."""
+    header, data = rows[1], rows[2:]
+    col = {h: i for i, h in enumerate(header)}
+    executed, sampled = collections.Counter(), collections.Counter()
+    total = wide = 0
+    for r in data:
+        n = int(r[col["Instructions Executed"]] or 0)
+        op = opcode(r[1])
+        base = op.split(".")[0]
+        executed[base] += n
+        sampled[base] += int(r[col["Warp Stall Sampling (All Samples)"]] or 0)
+        total += n
+        if WIDE.match(op):
+            wide += n
+    samples = sum(sampled.values()) or 1
+    ops = [(o, n, sampled[o] / samples) for o, n in executed.most_common(top)]
+    return ops, total, wide
+
+
+def print_mix(rows) -> None:
+    ops, total, wide = mix(rows)
+    print(f"{total / 1e6:.1f} M warp instructions executed; "
+          f"64-bit high halves {100 * wide / max(total, 1):.1f}%")
+    for o, n, share in ops:
+        print(f"  {o:12s} {n / 1e6:9.1f} M  {100 * n / max(total, 1):5.1f}%  "
+              f"samples {100 * share:5.1f}%")
 
 
 def main(path: str) -> None:
@@ -55,4 +97,7 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1] == "--mix":
+        print_mix(list(csv.reader(open(sys.argv[2]))))
+    else:
+        main(sys.argv[1])

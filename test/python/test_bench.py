@@ -64,3 +64,38 @@ def test_bench_walk_refuses_without_the_compiled_kernels():
                         "--shapes", "B2"], capture_output=True, text=True, timeout=120)
     assert r.returncode != 0
     assert "needs a CUDA device and the compiled extension" in r.stderr
+
+
+def test_ncu_mix_counts_opcodes_and_wide_arithmetic(tmp_path):
+    """bench/ncu_phases.py --mix on a small source-view CSV: executed
+    instructions by opcode (predicate and modifiers dropped), their share of
+    the samples, and the 64-bit high halves (carries, .EX compares)."""
+    header = ["Address", "Source", "Warp Stall Sampling (All Samples)",
+              "Warp Stall Sampling (Not-issued Samples)", "# Samples",
+              "Instructions Executed"]
+    rows = [
+        ["0x0", "IMAD.WIDE.U32 R4, R3, 0x18, RZ", "1", "0", "1", "100"],
+        ["0x10", "@!P0 IMAD.X R5, RZ, RZ, R5, P1", "1", "0", "1", "100"],
+        ["0x20", "ISETP.GE.U32.AND.EX P2, PT, R1, RZ, PT, P2", "2", "0", "2", "200"],
+        ["0x30", "ISETP.GE.U32.AND P2, PT, R1, RZ, PT", "0", "0", "0", "200"],
+        ["0x40", "HGMMA.64x24x16.F32.BF16 R24, gdesc[UR12].tnspB, R24", "6", "0", "6", "600"],
+    ]
+    path = tmp_path / "sass.csv"
+    with open(path, "w") as f:
+        f.write('"kernel"\n')
+        for r in [header] + rows:
+            f.write(",".join(f'"{c}"' for c in r) + "\n")
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import csv
+        import ncu_phases
+        ops, total, wide = ncu_phases.mix(list(csv.reader(open(path))))
+    finally:
+        sys.path.pop(0)
+    assert total == 1200 and wide == 400
+    assert ops[0] == ("HGMMA", 600, 0.6)
+    assert dict((o, n) for o, n, _ in ops) == {"HGMMA": 600, "ISETP": 400, "IMAD": 200}
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "ncu_phases.py"), "--mix",
+                        str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "64-bit high halves 33.3%" in r.stdout
