@@ -99,3 +99,28 @@ def test_ncu_mix_counts_opcodes_and_wide_arithmetic(tmp_path):
                         str(path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert "64-bit high halves 33.3%" in r.stdout
+
+
+def test_sass_stats_counts_instruction_kinds():
+    """bench/sass_stats.py's parser on a cuobjdump -sass excerpt: predicated
+    instructions count, encoding lines and headers do not."""
+    sass = "\n".join([
+        "\t\tFunction : k_bwd",
+        "        /*0000*/                   LDC R1, c[0x0][0x28] ;   /* 0x00000a00ff017b82 */",
+        "                                                              /* 0x000ff00000000800 */",
+        "        /*0010*/                   R2UR UR14, R22 ;          /* 0x0 */",
+        "        /*0020*/                   IMAD.X R5, RZ, RZ, R5, P1 ; /* 0x0 */",
+        "        /*0030*/              @!P2 BRA 0x40c0 ;              /* 0x0 */",
+        "        /*0040*/                   BSSY B0, 0x100 ;          /* 0x0 */",
+        "        /*0050*/               @P0 REDG.E.ADD.F32x4.FTZ.RN.STRONG.GPU desc[UR48][R44.64], R20 ; /* 0x0 */",
+        "        /*0060*/                   ISETP.GE.U32.AND.EX P2, PT, R1, RZ, PT, P2 ; /* 0x0 */",
+        "        /*0070*/                   HGMMA.64x24x16.F32.BF16 R24, gdesc[UR12].tnspB, R24 ; /* 0x0 */",
+        "        /*0080*/                   LEA.HI.X.SX32 R47, R22, RZ, 0x1, P0 ; /* 0x0 */",
+    ])
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import sass_stats
+        s = sass_stats.stats(sass)
+    finally:
+        sys.path.pop(0)
+    assert s == {"instructions": 9, "R2UR": 1, "wide": 3, "HGMMA": 1, "REDG": 1, "BSSY": 1}
