@@ -137,11 +137,11 @@ struct Cluster {
 /// A kernel of an even number n of head blocks per token (grid y = n g +
 /// hb, smla-gpu-map: B1's H = 64 has two, H = 128 four) whose partner rows
 /// were staged (kPartnerRowsAttr) runs head blocks hb and hb ^ 1 as a
-/// cluster of two CTAs that split the dKV columns: allocates the partner's packed
-/// tiles ([2 blocks][2][B][Hb]), their two mbarriers and the per-thread
-/// pack count, and initialises the mbarriers at the kernel's start
-/// (smla.cluster_init: a cluster barrier orders them before any partner's
-/// st.async).
+/// cluster of two CTAs that split the dKV columns: allocates the
+/// partner's packed tiles ([2 blocks][2][B][Hb]), their two mbarriers and
+/// the per-thread pack count, and initialises the mbarriers at the
+/// kernel's start (smla.cluster_init: a cluster barrier orders them
+/// before any partner's st.async).
 Cluster clusterOf(ScatterDkvOp scatter, Value packed) {
   auto div = scatter.getGroup().getDefiningOp<arith::DivUIOp>();
   auto y = div ? div.getLhs().getDefiningOp<gpu::BlockIdOp>() : nullptr;

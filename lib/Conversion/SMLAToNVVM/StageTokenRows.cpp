@@ -156,11 +156,11 @@ static void stageCanonical(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
 }
 
 /// For a kernel whose head blocks run in clusters of two (an even number
-/// per token; smla-defer-scatter's column halves): the partner head block's q and do
-/// rows (rows (g ^ 1) Hb ..) for this CTA's column half [(g % 2) W / 2,
-/// (g % 2 + 1) W / 2), as one canonical [q'; do'] tile of 2 Hb rows (do
-/// zero past its width), marked kPartnerRowsAttr; the copies join the
-/// group that stageTokenRows waits for.
+/// per token; smla-defer-scatter's column halves): the partner head
+/// block's q and do rows (rows (g ^ 1) Hb ..) for this CTA's column half
+/// [(g % 2) W / 2, (g % 2 + 1) W / 2), as one canonical [q'; do'] tile of
+/// 2 Hb rows (do zero past its width), marked kPartnerRowsAttr; the
+/// copies join the group that stageTokenRows waits for.
 static void stagePartnerRows(OpBuilder &b, Location loc, Value q, Value dout,
                              Value t, Value g, int64_t heads, int64_t threads,
                              int64_t w, int64_t d) {

@@ -131,7 +131,8 @@ constexpr int64_t kKeyTilePad = 8;
 /// With `wgmma`, a 32-row CTA at block 64 stages q and do as one canonical
 /// [q; do] tile for the wgmma form of scatter_dkv (canonicalRow); with
 /// `cluster` too and an even number of head blocks per token, also the
-/// partner head block's (g ^ 1) rows for this CTA's column half (kPartnerRowsAttr).
+/// partner head block's (g ^ 1) rows for this CTA's column half
+/// (kPartnerRowsAttr).
 void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
                     ArrayRef<std::pair<StringRef, Value>> tensors,
                     IRMapping &mapping, Value t, Value g, int64_t threads,
