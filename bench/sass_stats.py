@@ -24,11 +24,11 @@ import subprocess
 import sys
 from typing import Dict, List
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ncu_phases import WIDE  # noqa: E402  (one definition of the 64-bit high halves)
+
 # Instruction lines of cuobjdump -sass: "/*0a40*/  [@P0] OPCODE ... ;".
 INSTRUCTION = re.compile(r"^\s+/\*[0-9a-f]{4,}\*/\s+(@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
-WIDE = re.compile(r"^(IMAD\.X|IADD3\.X|UIADD3\.X|LEA\.HI|ULEA\.HI|SHF\.[LR]\.U64|"
-                  r"USHF\.[LR]\.U64|IMAD\.WIDE|UIMAD\.WIDE|ISETP\.\S*\.EX|"
-                  r"LEA\.HI\.X\.SX32)")
 KINDS = {
     "R2UR": re.compile(r"^R2UR"),
     "wide": WIDE,
