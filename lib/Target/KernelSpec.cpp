@@ -105,6 +105,8 @@ llvm::json::Object KernelSpec::manifestConfig() const {
   o["dkv_type"] = dkvF32 ? "f32" : "bf16";
   o["head_blocks"] = headBlocks;
   o["tokens"] = tokens;
+  if (cluster)
+    o["cluster"] = true;
   return o;
 }
 

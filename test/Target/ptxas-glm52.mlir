@@ -59,6 +59,7 @@
 // RUN: grep -c "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32" %t/h128c/smla_d512_dt64_h128_g1_b64_s4_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-B1-SEND
 // RUN: FileCheck %s --check-prefix=WGMMA-B1-PTX < %t/h128c/smla_d512_dt64_h128_g1_b64_s4_base2_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=WGMMA-H128C < %t/h128c/smla_d512_dt64_h128_g1_b64_s4_base2_bf16_bf16.ptxas.txt
+// RUN: FileCheck %s --check-prefix=CLUSTER-MANIFEST < %t/h128c/manifest.json
 // RUN: not grep -c "ldmatrix\|mma.sync.aligned" %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-NOSYNC
 // RUN: FileCheck %s --check-prefix=WGMMA-B1 < %t/b1/smla_d512_dt64_h64_g1_b64_s2_natural_pos_bf16_bf16.ptxas.txt
 // RUN: smla-compile -o %t/h32w -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma --config d=512,dt=64,heads=128,groups=1,block=64,lse=natural,positions=1,dq=bf16,dkv=bf16,scatter=wgmma
@@ -189,6 +190,10 @@
 // WGMMA-PTXAS: Function properties for smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16_bwd
 // WGMMA-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // SCATTER: bad value 'tma' for configuration key 'scatter'
+// The manifest records the cluster form (runtime/MANIFEST.md); an
+// unclustered kernel leaves the key out (H64-SMEM).
+// CLUSTER-MANIFEST: "cluster": true
+// CLUSTER-MANIFEST: "head_blocks": 4
 // CLUSTER: cluster = 1 needs scatter = wgmma and tokens = 1
 // CLUSTER-VALUE: bad value 'maybe' for configuration key 'cluster'
 // CLUSTER-SPLIT: cluster=1 builds no cluster here: it needs the wgmma form (32-head CTAs) with an even number of head blocks per group
@@ -226,6 +231,7 @@
 // H64-NOT: ldmatrix.sync.aligned.m8n8.x2
 // H64-PTXAS: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
 // H64-PTXAS-NEXT: Used {{[0-9]|[1-9][0-9]|1[01][0-9]|12[0-8]}} registers
+// H64-SMEM-NOT: "cluster"
 // H64-SMEM: "head_blocks": 2
 // H64-SMEM: "dynamic_smem": 163968
 // H128: "entry": "smla_d512_dt64_h128_g1_b64_s8_base2_pos_bf16_bf16_bwd"

@@ -59,7 +59,7 @@ struct KernelSpec {
   /// Key `cluster` (with scatter=wgmma and an even number of head blocks
   /// per token): run head blocks hb and hb ^ 1 of a token as a cluster of
   /// two CTAs that split the dKV columns (docs/codegen.md). Not part of
-  /// the name either.
+  /// the name either; the manifest's config records it (`"cluster": true`).
   bool cluster = false;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16
