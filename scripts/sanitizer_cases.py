@@ -113,7 +113,7 @@ def main() -> int:
         ok = bool(torch.isfinite(dq.float()).all() and torch.isfinite(dkv.float()).all()) and err <= 1e-2 and cnt == rcnt
         failures += not ok
         print(f"{'ok ' if ok else 'BAD'} H={H} G={G} tokens={tokens} D={D}+{Dt} lse={base} pos={pos} "
-              f"rel_err={err:.2e} counters={cnt} ref={rcnt}")
+              f"K={p['indices'].shape[-1]} cluster={bool(c.get('cluster'))} rel_err={err:.2e} counters={cnt} ref={rcnt}")
     print(f"{len(seen)} configurations, {failures} failed")
     return 1 if failures or not seen else 0
 
