@@ -227,6 +227,18 @@ private:
                        lanes.lookup(op.getIndices()));
   }
 
+  /// The passes an elementwise [hg, block] op takes when every thread keeps
+  /// one column: with threads a multiple of block and hg * block a multiple
+  /// of threads, thread t takes column t % block of rows t / block + i *
+  /// (threads / block), i < passes. Such ops are emitted per thread,
+  /// unrolled, instead of as a CTA loop: the passes' loads issue together.
+  std::optional<int64_t> columnPasses(int64_t hg, int64_t block) const {
+    if (threads % block || (hg * block) % threads ||
+        hg * block / threads > 8)
+      return std::nullopt;
+    return hg * block / threads;
+  }
+
   LogicalResult lowerOp(CtaEmitter &e, SoftmaxOp op) {
     if (!op.isGuarded())
       return op.emitOpError() << "is unguarded; run the smla-guarded "
@@ -239,9 +251,8 @@ private:
         scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(), log2e);
     bool natural = op.getBase() == LseBase::BaseE;
     double clamp = op.getClamp()->convertToDouble();
-    e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
-      Location loc = e.loc;
-      auto [h, j] = splitRow(b, loc, q, block);
+    // Row h's lse in log2 units and whether the row is live.
+    auto rowLse = [&](OpBuilder &b, Location loc, Value h) {
       Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
       Value lse = memref::LoadOp::create(b, loc, op.getLse(),
                                          ValueRange{op.getToken(), head});
@@ -249,6 +260,11 @@ private:
         lse = arith::MulFOp::create(
             b, loc, lse,
             arith::ConstantOp::create(b, loc, b.getF32FloatAttr(log2e)));
+      return std::pair{lse, lane(op.getLive(), b, loc, h)};
+    };
+    // Element (h, j), given row h's lse and liveness and column j's mask.
+    auto element = [&](OpBuilder &b, Location loc, Value h, Value j,
+                       Value lse, Value live, Value keyOk) {
       Value s =
           memref::LoadOp::create(b, loc, op.getScores(), ValueRange{h, j});
       Value x2 = arith::SubFOp::create(
@@ -256,7 +272,6 @@ private:
       Value bound = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(clamp));
       Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
       Value ex = math::Exp2Op::create(b, loc, xc);
-      Value keyOk = lane(op.getMask(), b, loc, j);
       // A step of two tokens: rows hg/2.. belong to the second token.
       if (Value pair = op.getPairMask()) {
         Value second = arith::CmpIOp::create(
@@ -265,8 +280,7 @@ private:
         keyOk = arith::SelectOp::create(b, loc, second,
                                         lane(pair, b, loc, j), keyOk);
       }
-      Value ok =
-          arith::AndIOp::create(b, loc, keyOk, lane(op.getLive(), b, loc, h));
+      Value ok = arith::AndIOp::create(b, loc, keyOk, live);
       Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
       Value p = arith::SelectOp::create(b, loc, ok, ex, zero);
       memref::StoreOp::create(b, loc, p, op.getProbs(), ValueRange{h, j});
@@ -276,6 +290,34 @@ private:
         emitCount(b, loc, counters, kClamped,
                   arith::AndIOp::create(b, loc, ok, over));
       }
+    };
+    if (std::optional<int64_t> passes = columnPasses(hg, block)) {
+      // Per thread: one column, so its mask once, and its rows' lse loads
+      // issued together. (Loaded before the block loop instead, the lse
+      // and liveness of B1's rows made the H = 64 kernel spill.)
+      OpBuilder &b = e.b;
+      Location loc = e.loc;
+      Value j = arith::RemUIOp::create(b, loc, tid, e.index(block));
+      Value h0 = arith::DivUIOp::create(b, loc, tid, e.index(block));
+      SmallVector<Value> rows, lses, lives;
+      for (int64_t i = 0; i < *passes; ++i) {
+        Value h = arith::AddIOp::create(b, loc, h0,
+                                        e.index(i * (threads / block)));
+        auto [lse, live] = rowLse(b, loc, h);
+        rows.push_back(h);
+        lses.push_back(lse);
+        lives.push_back(live);
+      }
+      Value keyOk = lane(op.getMask(), b, loc, j);
+      for (int64_t i = 0; i < *passes; ++i)
+        element(b, loc, rows[i], j, lses[i], lives[i], keyOk);
+      return success();
+    }
+    e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
+      Location loc = e.loc;
+      auto [h, j] = splitRow(b, loc, q, block);
+      auto [lse, live] = rowLse(b, loc, h);
+      element(b, loc, h, j, lse, live, lane(op.getMask(), b, loc, j));
     });
     return success();
   }
@@ -285,9 +327,7 @@ private:
     int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
     Value scale =
         scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(), 1.0);
-    e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
-      Location loc = e.loc;
-      auto [h, j] = splitRow(b, loc, q, block);
+    auto element = [&](OpBuilder &b, Location loc, Value h, Value j) {
       Value p = memref::LoadOp::create(b, loc, op.getProbs(), ValueRange{h, j});
       Value dp = memref::LoadOp::create(b, loc, op.getDp(), ValueRange{h, j});
       Value delta =
@@ -303,6 +343,22 @@ private:
           arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, p, zero);
       ds = arith::SelectOp::create(b, loc, nonzero, ds, zero);
       memref::StoreOp::create(b, loc, ds, op.getDs(), ValueRange{h, j});
+    };
+    // The same element-to-thread map as softmax (Barriers.cpp relies on it).
+    if (std::optional<int64_t> passes = columnPasses(hg, block)) {
+      Value blockC = e.index(block);
+      Value j = arith::RemUIOp::create(e.b, e.loc, tid, blockC);
+      Value h0 = arith::DivUIOp::create(e.b, e.loc, tid, blockC);
+      for (int64_t i = 0; i < *passes; ++i)
+        element(e.b, e.loc,
+                arith::AddIOp::create(e.b, e.loc, h0,
+                                      e.index(i * (threads / block))),
+                j);
+      return success();
+    }
+    e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
+      auto [h, j] = splitRow(b, e.loc, q, block);
+      element(b, e.loc, h, j);
     });
     return success();
   }
