@@ -155,7 +155,7 @@
 // slot (half the bytes of the 48-column form); pack_dkv sends its 4
 // packed pairs per thread to the partner with st.async, chunk 0 waits on
 // the mbarrier (in the loop and after it), and the partner's rows for the
-// column half add a 36 KB tile (228352 bytes in all). H = 128's four
+// column half add a 36 KB tile (227328 bytes in all). H = 128's four
 // head blocks run as two such clusters (hb, hb ^ 1): the same kernel
 // body, grid y 4.
 // WGMMA-B1-ALL: {{^}}96{{$}}
@@ -168,7 +168,7 @@
 // WGMMA-B1-PTX: mbarrier.try_wait.parity.shared::cta.b64
 // WGMMA-B1-PTX: mbarrier.arrive.expect_tx.shared::cta.b64 _, [%r{{[0-9]+}}], 8192;
 // WGMMA-B1-PTX: mbarrier.try_wait.parity.shared::cta.b64
-// WGMMA-B1-SMEM: "dynamic_smem": 228352
+// WGMMA-B1-SMEM: "dynamic_smem": 227328
 // WGMMA-H128C-NOT: C7520
 // WGMMA-H128C: Function properties for smla_d512_dt64_h128_g1_b64_s4_base2_bf16_bf16_bwd
 // WGMMA-H128C-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads

@@ -7,7 +7,7 @@ set -u
 call=$1
 export PYTHONPATH=$PWD/python
 T0=$SECONDS
-if [ $call = 1 ]; then # calls 2 and 3: the GPU command builds it
+if [ $call = 1 ] || [ $call = 4 ]; then # calls 2 and 3: the GPU command builds it
   { [ -f build-py/build.ninja ] || cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$(command -v python3) > $OUT/cmake.log 2>&1 ; cmake --build build-py -j16 >> $OUT/cmake.log 2>&1; } || { tail -30 $OUT/cmake.log; exit 1; }
 fi
 echo "binding built $((SECONDS-T0))s"
@@ -41,6 +41,15 @@ case $call in
   cat $OUT/gpu/summary.txt ;;
 3) # the harness on B2 B2r B3
   SMLA_GPU_STEPS="bench" SMLA_BENCH_SHAPES="B2 B2r B3" bash scripts/gpu.sh $OUT/gpu build/kernels > $OUT/gpu.txt 2>&1; echo "gpu.sh rc=$?"
+  cat $OUT/gpu/summary.txt ;;
+4) # f32 tiles padded by 4 words in the wgmma kernels ("pad4") vs base
+   # (base is now the adopted per-thread softmax library)
+  rounds 3 200 "B1 B2" base pad4
+  rounds 2 320 "B3 H128 B2r" base pad4
+  checks pad4 ;;
+5) # the final library (build/kernels = pad4): the test suite, the replay
+   # and B1 with its peers
+  SMLA_GPU_STEPS="tests replay bench" SMLA_BENCH_SHAPES="B1" bash scripts/gpu.sh $OUT/gpu build/kernels > $OUT/gpu.txt 2>&1; echo "gpu.sh rc=$?"
   cat $OUT/gpu/summary.txt ;;
 esac
 # At most 8 files come back: the GPU command's folder as one archive.

@@ -30,8 +30,12 @@ namespace {
 /// for addressing (the bare-pointer ABI drops it).
 constexpr int64_t kFlatLength = 2147483647;
 /// Extra f32 columns per row of an f32 tile whose rows are a multiple of
-/// 32 words (32 bytes: the row shifts by 8 banks).
-constexpr int64_t kF32TilePad = 8;
+/// 32 words: 8 (the row shifts by 8 banks) for the mma.sync C fragments,
+/// whose 8-byte stores put 4 rows in a half-warp; 4 in the kernels planned
+/// for the wgmma scatter (512 threads), whose S and dP epilogue and
+/// pack_dkv touch rows 2 apart (with 8 those rows share banks: 2-way
+/// conflicts; with 4 there are none).
+constexpr int64_t kF32TilePad = 8, kF32TilePadWgmma = 4;
 
 /// The role of each function argument, found from the tile ops using it.
 struct Roles {
@@ -429,13 +433,14 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
         shape[1] += kKeyTilePad;
       // f32 tiles (scores, P, dP, dS, the dQ accumulator) whose rows are a
       // multiple of 32 words long would put the 8 rows one mma C fragment
-      // stores (row = lane / 4) in the same banks: their rows get 8 more
-      // words, and the tile ops see a [R, C] view with row stride C + 8.
+      // stores (row = lane / 4) in the same banks: their rows get more
+      // words (kF32TilePad), and the tile ops see a [R, C] view.
       bool padF32 = shape.size() == 2 && type.getElementType().isF32() &&
                     shape[1] % 32 == 0;
       SmallVector<int64_t> logical(shape);
       if (padF32)
-        shape[1] += kF32TilePad;
+        shape[1] += mma && wgmmaScatter && threads == 512 ? kF32TilePadWgmma
+                                                           : kF32TilePad;
       auto wg = MemRefType::get(
           shape, type.getElementType(), MemRefLayoutAttrInterface{},
           gpu::AddressSpaceAttr::get(b.getContext(),

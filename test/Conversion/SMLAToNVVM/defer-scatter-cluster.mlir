@@ -61,7 +61,7 @@
 // pack sends its 4 pairs per thread with st.async and thread 0 arms its
 // own mbarrier for the partner's 8 KB.
 // LOWER-LABEL: gpu.func @b1_bwd
-// LOWER-SAME: smla.dynamic_smem = 228352
+// LOWER-SAME: smla.dynamic_smem = 227328
 // LOWER: llvm.inline_asm {{.*}}setp.lt.u32 p, $1, 2;{{.*}}mbarrier.init.shared::cta.b64 [a], 1;{{.*}}fence.mbarrier_init.release.cluster;{{.*}}barrier.cluster.arrive.release.aligned;{{.*}}barrier.cluster.wait.acquire.aligned;
 // LOWER: llvm.inline_asm {{.*}}setp.eq.u32 q, $2, 0;{{.*}}@q bra done;{{.*}}mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;
 // LOWER-NEXT: llvm.inline_asm {{.*}}"fence.proxy.async.shared::cta;"
@@ -90,7 +90,7 @@ func.func @b1(%q: memref<?x64x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?
 // CHECK: smla.scatter_packed {{.*}} cluster(%[[ROWS4]], %[[PARTNER4]], {{.*}}) {chunk = 0 : i64, chunks = 3 : i64}
 // CHECK: smla.pack_dkv {{.*}} cluster(%[[PARTNER4]], {{.*}})
 // LOWER-LABEL: gpu.func @h128_bwd
-// LOWER-SAME: smla.dynamic_smem = 228352
+// LOWER-SAME: smla.dynamic_smem = 227328
 // LOWER: mbarrier.try_wait.parity.shared::cta.b64
 // LOWER: st.async.shared::cluster.mbarrier::complete_tx::bytes.b32
 func.func @h128(%q: memref<?x128x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x128x512xbf16>, %dout: memref<?x128x512xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x128xf32>, %dq: memref<?x128x576xbf16>, %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %counters: memref<3xi64>) {

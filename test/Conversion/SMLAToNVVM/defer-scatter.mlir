@@ -19,7 +19,7 @@
 // CHECK: %[[SLOTS:.*]] = memref.alloca() : memref<64xi32, #gpu.address_space<workgroup>>
 // CHECK: %[[KEYBUF:.*]] = memref.alloca() {alignment = 1024 : i64} : memref<64x576xbf16, #gpu.address_space<workgroup>>
 // CHECK-NEXT: %[[KEYS:.*]] = memref.reinterpret_cast %[[KEYBUF]] to offset: [0], sizes: [64, 576], strides: [576, 1] {smla.swizzled_keys}
-// CHECK: %[[ACC:.*]] = memref.alloca() {smla.dq_registers = 5 : i64} : memref<32x584xf32, #gpu.address_space<workgroup>>
+// CHECK: %[[ACC:.*]] = memref.alloca() {smla.dq_registers = 5 : i64} : memref<32x580xf32, #gpu.address_space<workgroup>>
 // CHECK-NEXT: %[[ACCV:.*]] = memref.subview %[[ACC]]
 // CHECK: %[[Q:.*]] = memref.reinterpret_cast %{{.*}} {smla.canonical_row = 0 : i64}
 // CHECK: %[[DO:.*]] = memref.reinterpret_cast %{{.*}} {smla.canonical_row = 32 : i64}
@@ -62,7 +62,7 @@
 // per pair of n8 tiles four shfl.xor 1 and two red.v4 predicated by
 // slot >= 0.
 // LOWER-LABEL: gpu.func @pair_bwd
-// LOWER-SAME: smla.dynamic_smem = 175104
+// LOWER-SAME: smla.dynamic_smem = 174080
 // LOWER: scf.for
 // LOWER: "mov.b64 $0, $1;"
 // LOWER: "wgmma.fence.sync.aligned;"
@@ -104,7 +104,7 @@
 // PRODUCTS-NEXT: llvm.extractvalue
 // PRODUCTS: "wgmma.commit_group.sync.aligned;"
 // PRODUCTS-NEXT: "wgmma.wait_group.sync.aligned 0;"
-// PRODUCTS-COUNT-32: memref.store {{.*}} : memref<32x64xf32, strided<[72, 1]>, #gpu.address_space<workgroup>>
+// PRODUCTS-COUNT-32: memref.store {{.*}} : memref<32x64xf32, strided<[68, 1]>, #gpu.address_space<workgroup>>
 // PRODUCTS: gpu.return
 
 // The gather into the swizzled tile: chunk k of a row at 16 (k ^ (r % 8))
