@@ -4,6 +4,7 @@
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=PRODUCTS
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=DQ
 // RUN: not smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-allocate-smem --smla-lower-to-nvvm %s 2>&1 | FileCheck %s --check-prefix=UNSPLIT
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=SOFTMAX
 
 // The token-pair kernel of GLM-5.2's shape (two tokens of 16 heads, D 512
 // + 64, block 64, 512 threads) with the wgmma scatter: q and do staged as
@@ -106,6 +107,31 @@
 // PRODUCTS-NEXT: "wgmma.wait_group.sync.aligned 0;"
 // PRODUCTS-COUNT-32: memref.store {{.*}} : memref<32x64xf32, strided<[68, 1]>, #gpu.address_space<workgroup>>
 // PRODUCTS: gpu.return
+
+// Softmax per thread (32 rows x 64 keys on 512 threads: 4 passes): thread
+// t takes key t % 64 of rows t / 64 + {0, 8, 16, 24}. Its rows' lse (and
+// liveness) loads come first, then its key's index lane once, then the 4
+// guarded exp2 in straight-line code, reading the S tile at the same
+// (row, key) as the CTA loop would.
+// SOFTMAX-LABEL: gpu.func @pair_bwd
+// SOFTMAX: %[[J:[0-9]+]] = arith.remui %thread_id_x, %c64{{.*}} : index
+// SOFTMAX: %[[H0:[0-9]+]] = arith.divui %thread_id_x, %c64{{.*}} : index
+// SOFTMAX: %[[R0:[0-9]+]] = arith.addi %[[H0]], %c0{{.*}} : index
+// SOFTMAX-COUNT-8: memref.load %reinterpret_cast_{{[0-9]+}}[%block_id_x, %{{[0-9]+}}] : memref<?x32xf32>
+// SOFTMAX-NOT: math.exp2
+// SOFTMAX: memref.load %{{.*}} : memref<?x1x?xi32>
+// SOFTMAX-NOT: scf.for
+// SOFTMAX: memref.load %subview[%[[R0]], %[[J]]] : memref<32x64xf32, strided<[68, 1]>, #gpu.address_space<workgroup>>
+// SOFTMAX-NOT: scf.for
+// SOFTMAX: math.exp2
+// SOFTMAX-NOT: scf.for
+// SOFTMAX: math.exp2
+// SOFTMAX-NOT: scf.for
+// SOFTMAX: math.exp2
+// SOFTMAX-NOT: scf.for
+// SOFTMAX: math.exp2
+// SOFTMAX-NOT: math.exp2
+// SOFTMAX: gpu.return
 
 // The gather into the swizzled tile: chunk k of a row at 16 (k ^ (r % 8))
 // bytes of its 128-byte line, 9 slabs; the wait, then the async-proxy
