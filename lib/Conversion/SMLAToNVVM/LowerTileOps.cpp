@@ -239,6 +239,19 @@ private:
     return hg * block / threads;
   }
 
+  /// The thread's column and its rows under columnPasses: (t % block,
+  /// [t / block + i * (threads / block) for i < passes]).
+  std::pair<Value, SmallVector<Value>> columnRows(CtaEmitter &e, int64_t block,
+                                                  int64_t passes) const {
+    Value j = arith::RemUIOp::create(e.b, e.loc, tid, e.index(block));
+    Value h0 = arith::DivUIOp::create(e.b, e.loc, tid, e.index(block));
+    SmallVector<Value> rows;
+    for (int64_t i = 0; i < passes; ++i)
+      rows.push_back(arith::AddIOp::create(e.b, e.loc, h0,
+                                           e.index(i * (threads / block))));
+    return {j, rows};
+  }
+
   LogicalResult lowerOp(CtaEmitter &e, SoftmaxOp op) {
     if (!op.isGuarded())
       return op.emitOpError() << "is unguarded; run the smla-guarded "
@@ -297,14 +310,10 @@ private:
       // and liveness of B1's rows made the H = 64 kernel spill.)
       OpBuilder &b = e.b;
       Location loc = e.loc;
-      Value j = arith::RemUIOp::create(b, loc, tid, e.index(block));
-      Value h0 = arith::DivUIOp::create(b, loc, tid, e.index(block));
-      SmallVector<Value> rows, lses, lives;
-      for (int64_t i = 0; i < *passes; ++i) {
-        Value h = arith::AddIOp::create(b, loc, h0,
-                                        e.index(i * (threads / block)));
+      auto [j, rows] = columnRows(e, block, *passes);
+      SmallVector<Value> lses, lives;
+      for (Value h : rows) {
         auto [lse, live] = rowLse(b, loc, h);
-        rows.push_back(h);
         lses.push_back(lse);
         lives.push_back(live);
       }
@@ -346,14 +355,9 @@ private:
     };
     // The same element-to-thread map as softmax (Barriers.cpp relies on it).
     if (std::optional<int64_t> passes = columnPasses(hg, block)) {
-      Value blockC = e.index(block);
-      Value j = arith::RemUIOp::create(e.b, e.loc, tid, blockC);
-      Value h0 = arith::DivUIOp::create(e.b, e.loc, tid, blockC);
-      for (int64_t i = 0; i < *passes; ++i)
-        element(e.b, e.loc,
-                arith::AddIOp::create(e.b, e.loc, h0,
-                                      e.index(i * (threads / block))),
-                j);
+      auto [j, rows] = columnRows(e, block, *passes);
+      for (Value h : rows)
+        element(e.b, e.loc, h, j);
       return success();
     }
     e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
