@@ -41,7 +41,8 @@ void mlir::smla::buildCpuPipeline(OpPassManager &pm) {
 void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
                                         int64_t ctasPerSm, bool prefetchKeys,
                                         bool wgmmaScatter,
-                                        bool clusterHeadBlocks) {
+                                        bool clusterHeadBlocks,
+                                        bool fusedEpilogue) {
   buildGuardedPipeline(pm);
   SMLAGpuMapOptions mapOptions;
   mapOptions.threads = threads;
@@ -54,7 +55,9 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
   // key tile until the step is over: no key gather can be issued early.
   if (prefetchKeys && !wgmmaScatter)
     kernels.addPass(createSMLAPrefetchKeys());
-  kernels.addPass(createSMLADeferScatter());
+  SMLADeferScatterOptions deferOptions;
+  deferOptions.fuseEpilogue = fusedEpilogue;
+  kernels.addPass(createSMLADeferScatter(deferOptions));
   // The split scatter's guard lives in its pack_dkv: checked here, while
   // the tile ops are still there to check.
   kernels.addPass(createSMLAVerifyGuards());

@@ -107,6 +107,8 @@ llvm::json::Object KernelSpec::manifestConfig() const {
   o["tokens"] = tokens;
   if (cluster)
     o["cluster"] = true;
+  if (fusedEpilogue)
+    o["epilogue"] = "fused";
   return o;
 }
 
@@ -167,6 +169,10 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     }
     else if (key == "cluster")
       ok = boolean(s.cluster);
+    else if (key == "epilogue") {
+      ok = value == "cta" || value == "fused";
+      s.fusedEpilogue = value == "fused";
+    }
     else if (key == "dq")
       ok = type(s.dqF32);
     else if (key == "dkv")
@@ -182,7 +188,7 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       return fail("unknown configuration key '" + key +
                   "' (expected d, dt, heads, groups, block, head_blocks, "
                   "tokens, lse, positions, dq, dkv, threads, ctas_per_sm, "
-                  "scatter, cluster)");
+                  "scatter, cluster, epilogue)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");
@@ -211,6 +217,9 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
   if (s.cluster && (!s.wgmmaScatter || s.tokens > 1))
     return fail("cluster = 1 needs scatter = wgmma and tokens = 1 (it "
                 "pairs head blocks of a token)");
+  if (s.fusedEpilogue && !s.wgmmaScatter)
+    return fail("epilogue = fused needs scatter = wgmma (it runs in the "
+                "wgmma block products' warpgroup)");
   if (s.tokens > 1)
     s.headBlocks = 1;
   return s;

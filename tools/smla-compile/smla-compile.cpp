@@ -165,7 +165,8 @@ int main(int argc, char **argv) {
         (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
       PassManager kernelsPm(&context);
       buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys,
-                             spec->wgmmaScatter, spec->cluster);
+                             spec->wgmmaScatter, spec->cluster,
+                             spec->fusedEpilogue);
       if (failed(kernelsPm.run(*module))) {
         if (!last) {
           if (!quiet)

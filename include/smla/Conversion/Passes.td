@@ -263,6 +263,17 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     row-major tile; the unswizzled canonical layout was 0.9x on B2 (each
     128-byte kv line filled 8 shared-memory lines).
 
+    Last, with `fuse-epilogue` (configuration key `epilogue=fused`), when
+    the block products are
+    the wgmma pair whose S and dP tiles only the softmax, dscores and the
+    pack read (and write in place), the pass moves the chunks that sat
+    between the products and the pack (chunk 2) before the products, and
+    the pack right after dscores, with the index masks it reads; it marks
+    the five ops `smla.fused_epilogue`. The lowering then runs softmax, dS
+    and the pack in warpgroup 0's wgmma accumulators, right after the
+    products: no f32 S / dP tile stores or loads, no CTA-wide softmax
+    pass, two barriers fewer a step.
+
     Before (one step):
     ```mlir
     smla.gather ... {wait_only}
@@ -288,6 +299,11 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     smla.scatter_packed ... {chunk = 0, chunks = 3}   (and 1, 2)
     ```
   }];
+  let options = [
+    Option<"fuseEpilogue", "fuse-epilogue", "bool", /*default=*/"false",
+           "Fuse softmax, dscores and pack_dkv into the wgmma block "
+           "products' warpgroup (smla.fused_epilogue)">,
+  ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::arith::ArithDialect"];
 }

@@ -28,11 +28,14 @@ void buildCpuPipeline(OpPassManager &pm);
 /// (the configuration key scatter=wgmma), whose dQ update on wgmma reads
 /// the key tile until the end of each block. `clusterHeadBlocks` (the key
 /// cluster=1) runs a wgmma kernel's head blocks per token (an even number)
-/// in clusters of two that split the dKV columns.
+/// in clusters of two that split the dKV columns. `fusedEpilogue` (the
+/// key epilogue=fused) runs softmax, dS and the pack in the wgmma block
+/// products' warpgroup (smla-defer-scatter's fuse-epilogue).
 void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
                             int64_t ctasPerSm = 1, bool prefetchKeys = true,
                             bool wgmmaScatter = false,
-                            bool clusterHeadBlocks = false);
+                            bool clusterHeadBlocks = false,
+                            bool fusedEpilogue = false);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

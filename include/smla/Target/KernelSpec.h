@@ -61,6 +61,12 @@ struct KernelSpec {
   /// two CTAs that split the dKV columns (docs/codegen.md). Not part of
   /// the name either; the manifest's config records it (`"cluster": true`).
   bool cluster = false;
+  /// Key `epilogue` (`cta`, the default, or `fused`; with scatter=wgmma):
+  /// `fused` runs softmax, dS and the pack in the block products'
+  /// warpgroup, in its wgmma accumulators (smla-defer-scatter's
+  /// fuse-epilogue). Not part of the name; the manifest's config records
+  /// it (`"epilogue": "fused"`).
+  bool fusedEpilogue = false;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16
   /// (with `_s2` after the block for two head blocks per group, `_t2`

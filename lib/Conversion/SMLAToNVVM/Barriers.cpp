@@ -119,13 +119,48 @@ void operandEffects(Operation *op, SmallVectorImpl<Value> &reads,
       .Default([](Operation *) {});
 }
 
+/// The ops of a fused epilogue run (kFusedEpilogueAttr) that starts at
+/// `op`, its first tile_dot; empty if `op` does not start one.
+SmallVector<Operation *> fusedRun(Operation *op) {
+  auto first = dyn_cast<TileDotOp>(op);
+  auto second = first ? dyn_cast_or_null<TileDotOp>(op->getNextNode())
+                      : TileDotOp();
+  if (!second || !first->hasAttr(kFusedEpilogueAttr) ||
+      !second->hasAttr(kFusedEpilogueAttr))
+    return {};
+  SmallVector<Operation *> run;
+  for (Operation *o = op; o; o = o->getNextNode()) {
+    if (!o->hasAttr(kFusedEpilogueAttr))
+      continue;
+    run.push_back(o);
+    if (isa<PackDkvOp>(o))
+      break;
+  }
+  return run;
+}
+
 SmallVector<Access> accessesOf(Operation *op) {
   // Waiting for cp.async groups completes writes into shared memory that
   // other threads issued: a write of anything, as far as they can tell.
   if (isa<nvgpu::DeviceAsyncWaitOp>(op))
     return {Access{0, INT64_MAX, /*write=*/true, op, Value()}};
   SmallVector<Value> reads, writes;
-  operandEffects(op, reads, writes);
+  // A fused epilogue run is lowered at its first tile_dot, with S and dP
+  // in registers: its accesses are all there, less those of the tiles.
+  if (op->hasAttr(kFusedEpilogueAttr)) {
+    SmallVector<Operation *> run = fusedRun(op);
+    if (run.empty())
+      return {};
+    for (Operation *o : run)
+      operandEffects(o, reads, writes);
+    Value tiles[] = {cast<TileDotOp>(run[0]).getResult(),
+                     cast<TileDotOp>(run[1]).getResult()};
+    auto isTile = [&](Value v) { return llvm::is_contained(tiles, v); };
+    llvm::erase_if(reads, isTile);
+    llvm::erase_if(writes, isTile);
+  } else {
+    operandEffects(op, reads, writes);
+  }
   SmallVector<Access> out;
   for (auto [values, write] : {std::pair{&reads, false}, {&writes, true}})
     for (Value v : *values)

@@ -75,6 +75,31 @@ void mlir::smla::emitCount(OpBuilder &b, Location loc, Value counters,
   });
 }
 
+void mlir::smla::emitCounts(OpBuilder &b, Location loc, Value counters,
+                            int64_t slot, ValueRange conds) {
+  if (!counters || conds.empty())
+    return;
+  Value n = arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0));
+  for (Value c : conds)
+    n = arith::AddIOp::create(
+        b, loc, n, arith::ExtUIOp::create(b, loc, b.getI32Type(), c));
+  Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, counters);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value present =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, ptr, zero);
+  Value any = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ne, n,
+      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+  Value fire = arith::AndIOp::create(b, loc, any, present);
+  scf::IfOp::create(b, loc, fire, [&](OpBuilder &nb, Location l) {
+    Value at = arith::ConstantIndexOp::create(nb, l, slot);
+    Value n64 = arith::ExtUIOp::create(nb, l, nb.getI64Type(), n);
+    memref::AtomicRMWOp::create(nb, l, arith::AtomicRMWKind::addi, n64,
+                                counters, ValueRange{at});
+    scf::YieldOp::create(nb, l);
+  });
+}
+
 void mlir::smla::emitProxyFence(OpBuilder &b, Location loc) {
   LLVM::InlineAsmOp::create(
       b, loc, TypeRange{}, ValueRange{}, "fence.proxy.async.shared::cta;", "",

@@ -128,6 +128,87 @@ void packedDq(PackDkvOp pack, int64_t threads) {
   acc->setAttr(kDqRegistersAttr, b.getI64IntegerAttr(slots));
 }
 
+/// Whether `op` may move up past the block products: nothing it reads or
+/// writes can change there (an index mask without counters is a pure
+/// function of its operands).
+bool movable(Operation *op) {
+  if (auto m = dyn_cast<IndexMaskOp>(op))
+    return !m.getCounters();
+  return isa<ScatterPackedOp>(op) ||
+         (op->getNumRegions() == 0 && isMemoryEffectFree(op));
+}
+
+/// Fuses the step's softmax, dscores and pack into the block products'
+/// warpgroup (kFusedEpilogueAttr) when the products are the wgmma pair
+/// whose S and dP tiles only these ops touch: softmax S -> S and dscores
+/// (S, dP) -> dP in place, the pack reading both. What sits between the
+/// products and the pack (chunk 2, the pack's index masks) moves before
+/// the products, in order; the pack moves right after dscores.
+void fuseIntoProducts(PackDkvOp pack, int64_t threads) {
+  Block *body = pack->getBlock();
+  Value sTile = pack.getProbs(), dpTile = pack.getDs();
+  TileDotOp qDot, doDot;
+  for (auto dot : body->getOps<TileDotOp>()) {
+    if (dot.getResult() == sTile && !qDot)
+      qDot = dot;
+    else if (dot.getResult() == dpTile && !doDot)
+      doDot = dot;
+    else
+      return;
+  }
+  if (!qDot || !doDot)
+    return;
+  TileDotOp first = qDot->isBeforeInBlock(doDot) ? qDot : doDot;
+  TileDotOp second = first == qDot ? doDot : qDot;
+  if (first->getNextNode() != second.getOperation() ||
+      !canUseWgmmaDots(first, second, threads))
+    return;
+  auto next = [&](Operation *op) {
+    Operation *n = op->getNextNode();
+    while (n && n != pack.getOperation() && !isa<SMLADialect>(n->getDialect()))
+      n = n->getNextNode();
+    return n;
+  };
+  auto softmax = dyn_cast_or_null<SoftmaxOp>(next(second));
+  auto dscores = softmax ? dyn_cast_or_null<DScoresOp>(next(softmax))
+                         : DScoresOp();
+  if (!softmax || !dscores || softmax.getScores() != sTile ||
+      softmax.getProbs() != sTile || dscores.getProbs() != sTile ||
+      dscores.getDp() != dpTile || dscores.getDs() != dpTile ||
+      !dscores->isBeforeInBlock(pack))
+    return;
+  // The tiles (and their allocas) are touched by these ops alone.
+  SmallVector<Operation *> run{first, second, softmax, dscores, pack};
+  for (Value tile : {sTile, dpTile}) {
+    memref::AllocaOp root = rootAlloca(tile);
+    SmallVector<Operation *> uses;
+    if (root)
+      collectUses(root, uses);
+    for (Operation *use : uses)
+      if (isa<SMLADialect>(use->getDialect()) && !llvm::is_contained(run, use))
+        return;
+    if (!root || uses.empty())
+      return;
+  }
+  // Everything else between the products and the pack moves above them
+  // (the lowering emits the run at the first tile_dot, so what the run
+  // reads must be defined there).
+  SmallVector<Operation *> moved;
+  for (Operation *op = second->getNextNode(); op != pack.getOperation();
+       op = op->getNextNode()) {
+    if (llvm::is_contained(run, op))
+      continue;
+    if (!movable(op))
+      return;
+    moved.push_back(op);
+  }
+  for (Operation *op : moved)
+    op->moveBefore(first);
+  pack->moveAfter(dscores);
+  for (Operation *op : run)
+    op->setAttr(kFusedEpilogueAttr, UnitAttr::get(op->getContext()));
+}
+
 /// The cluster operands of pack_dkv (partner tiles, mbarriers, count) and
 /// scatter_packed (the partner rows first), or empty.
 struct Cluster {
@@ -202,7 +283,7 @@ Cluster clusterOf(ScatterDkvOp scatter, Value packed) {
   return c;
 }
 
-void defer(ScatterDkvOp scatter, int64_t threads) {
+void defer(ScatterDkvOp scatter, int64_t threads, bool fuse) {
   auto loop = dyn_cast<scf::ForOp>(scatter->getParentOp());
   if (!loop || !canUseWgmma(scatter, threads) || !scatter.getMask())
     return;
@@ -276,10 +357,13 @@ void defer(ScatterDkvOp scatter, int64_t threads) {
     chunk(b, c);
   scatter.erase();
   packedDq(pack, threads);
+  if (fuse)
+    fuseIntoProducts(pack, threads);
 }
 
 struct SMLADeferScatterPass
     : public mlir::smla::impl::SMLADeferScatterBase<SMLADeferScatterPass> {
+  using Base::Base;
   void runOnOperation() override {
     SmallVector<std::pair<ScatterDkvOp, int64_t>> work;
     getOperation()->walk([&](gpu::GPUFuncOp func) {
@@ -290,7 +374,7 @@ struct SMLADeferScatterPass
       func.walk([&](ScatterDkvOp op) { work.push_back({op, threads}); });
     });
     for (auto [op, threads] : work)
-      defer(op, threads);
+      defer(op, threads, fuseEpilogue);
   }
 };
 } // namespace

@@ -68,48 +68,83 @@ bool canUseWgmma(ScatterDkvOp op, int64_t threads) {
          op.getDkv().getType().getDimSize(2) == width;
 }
 
-namespace {
 /// pack_dkv's `cluster` form: each 32-bit pair this thread packed also goes
 /// to the same byte of the partner CTA's partner[count % 2] (st.async,
 /// 4 bytes of the partner's bars[count % 2] transaction); thread 0 arms
 /// its own bars[count % 2] with the 8 KB the partner sends for the same
-/// block; count + 1. No release: the partner reads the tiles after its
-/// mbarrier phase completes.
-void sendToPartner(CtaEmitter &e, PackDkvOp op,
-                   ArrayRef<std::pair<Value, Value>> sent) {
+/// block. No release: the partner reads the tiles after its mbarrier
+/// phase completes.
+Value packCount(CtaEmitter &e, PackDkvOp op) {
+  return memref::LoadOp::create(e.b, e.loc, op.getCluster()[2], ValueRange{});
+}
+
+void advancePackCount(CtaEmitter &e, PackDkvOp op, Value count) {
+  memref::StoreOp::create(
+      e.b, e.loc, arith::AddIOp::create(e.b, e.loc, count, i32c(e.b, e.loc, 1)),
+      op.getCluster()[2], ValueRange{});
+}
+
+PartnerTiles partnerTiles(CtaEmitter &e, PackDkvOp op, Value count) {
   Mma m{e.b, e.loc};
   OpBuilder &b = e.b;
   Location loc = e.loc;
-  Value partnerTiles = op.getCluster()[0], bars = op.getCluster()[1],
-        countRef = op.getCluster()[2];
-  int64_t tileBytes = kPartnerTileBytes;
-  Value count = memref::LoadOp::create(b, loc, countRef, ValueRange{});
-  memref::StoreOp::create(b, loc,
-                          arith::AddIOp::create(b, loc, count, i32c(b, loc, 1)),
-                          countRef, ValueRange{});
   Value buffer = arith::IndexCastOp::create(
       b, loc, b.getIndexType(),
       arith::AndIOp::create(b, loc, count, i32c(b, loc, 1)));
-  Value partner =
-      arith::XOrIOp::create(b, loc, clusterRank(b, loc), i32c(b, loc, 1));
-  Value base = m.add(m.base(partnerTiles), m.mul(buffer, tileBytes));
-  Value bar = toI32(b, loc, m.add(m.base(bars), m.mul(buffer, 8)));
-  for (auto [offset, value] : sent)
-    inlineAsm(b, loc, Type(),
-              ValueRange{toI32(b, loc, m.add(base, offset)), partner, bar,
-                         value},
-              "{\n.reg .u32 a, m;\nmapa.shared::cluster.u32 a, $0, $1;\n"
-              "mapa.shared::cluster.u32 m, $2, $1;\n"
-              "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 "
-              "[a], $3, [m];\n}",
-              "r,r,r,r");
-  inlineAsm(b, loc, Type(), ValueRange{bar, toI32(b, loc, e.tid)},
+  PartnerTiles t;
+  t.rank = arith::XOrIOp::create(b, loc, clusterRank(b, loc), i32c(b, loc, 1));
+  t.base = m.add(m.base(op.getCluster()[0]), m.mul(buffer, kPartnerTileBytes));
+  t.bar = toI32(b, loc, m.add(m.base(op.getCluster()[1]), m.mul(buffer, 8)));
+  return t;
+}
+
+void sendToPartner(CtaEmitter &e, const PartnerTiles &t, Value offset,
+                   Value pair) {
+  Mma m{e.b, e.loc};
+  inlineAsm(e.b, e.loc, Type(),
+            ValueRange{toI32(e.b, e.loc, m.add(t.base, offset)), t.rank, t.bar,
+                       pair},
+            "{\n.reg .u32 a, m;\nmapa.shared::cluster.u32 a, $0, $1;\n"
+            "mapa.shared::cluster.u32 m, $2, $1;\n"
+            "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 "
+            "[a], $3, [m];\n}",
+            "r,r,r,r");
+}
+
+void armPartnerTiles(CtaEmitter &e, const PartnerTiles &t) {
+  inlineAsm(e.b, e.loc, Type(), ValueRange{t.bar, toI32(e.b, e.loc, e.tid)},
             "{\n.reg .pred p;\nsetp.eq.u32 p, $1, 0;\n"
             "@p mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], " +
-                std::to_string(tileBytes) + ";\n}",
+                std::to_string(kPartnerTileBytes) + ";\n}",
             "r,r");
 }
-} // namespace
+
+Value packedPairOffset(OpBuilder &b, Location loc, Value h, Value j) {
+  Mma m{b, loc};
+  return m.add(m.add(m.mul(m.div(h, 8), 1024), m.mul(m.div(j, 8), 128)),
+               m.add(m.mul(m.rem(j, 8), 16), m.mul(m.rem(h, 8), 2)));
+}
+
+void writePackSlots(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
+                    const LaneFn &index, int64_t firstThread) {
+  Mma m{e.b, e.loc};
+  // Slot j: its index where the mask holds, else -1 (never an address).
+  // Threads below firstThread wrap around to large j and write nothing.
+  Value j = firstThread ? arith::SubIOp::create(e.b, e.loc, e.tid,
+                                                m.c(firstThread))
+                              .getResult()
+                        : e.tid;
+  scf::IfOp::create(e.b, e.loc, m.lt(j, kSlots),
+                    [&](OpBuilder &tb, Location l) {
+                      Value none = arith::ConstantOp::create(
+                          tb, l, tb.getI32IntegerAttr(-1));
+                      Value slot = arith::SelectOp::create(
+                          tb, l, mask(tb, l, j), index(tb, l, j), none);
+                      memref::StoreOp::create(tb, l, slot, op.getSlots(),
+                                              ValueRange{j});
+                      scf::YieldOp::create(tb, l);
+                    });
+}
 
 void lowerClusterInit(CtaEmitter &e, ClusterInitOp op) {
   OpBuilder &b = e.b;
@@ -169,17 +204,15 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
       sent.push_back({m.add(offset, kSlots * kCanonicalHalf * 2), p});
     }
   }
-  if (!op.getCluster().empty())
-    sendToPartner(e, op, sent);
-  // Slot j: its index where the mask holds, else -1 (never an address).
-  Value j = e.tid;
-  scf::IfOp::create(b, loc, m.lt(j, kSlots), [&](OpBuilder &tb, Location l) {
-    Value none = arith::ConstantOp::create(tb, l, tb.getI32IntegerAttr(-1));
-    Value slot = arith::SelectOp::create(tb, l, mask(tb, l, j),
-                                         index(tb, l, j), none);
-    memref::StoreOp::create(tb, l, slot, op.getSlots(), ValueRange{j});
-    scf::YieldOp::create(tb, l);
-  });
+  if (!op.getCluster().empty()) {
+    Value count = packCount(e, op);
+    advancePackCount(e, op, count);
+    PartnerTiles tiles = partnerTiles(e, op, count);
+    for (auto [offset, value] : sent)
+      sendToPartner(e, tiles, offset, value);
+    armPartnerTiles(e, tiles);
+  }
+  writePackSlots(e, op, mask, index, 0);
   emitProxyFence(b, loc);
 }
 

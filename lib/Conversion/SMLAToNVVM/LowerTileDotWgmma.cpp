@@ -57,7 +57,8 @@ bool canUseWgmmaDots(TileDotOp first, TileDotOp second, int64_t threads) {
          w % (16 * kGroup) == 0 && d % (16 * kGroup) == 0 && d <= w;
 }
 
-void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
+void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second,
+                           const ProductsEpilogue *epilogue) {
   TileDotOp q = first, dout = second;
   if (canonicalRow(q.getLhs()) != 0)
     std::swap(q, dout);
@@ -89,6 +90,12 @@ void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
         swizzled ? wgmma::descriptor(m, wgmma::launder(m, tileBase), 16, 1024,
                                      /*swizzle128=*/true)
                  : Value();
+    Value j0, j1;
+    if (epilogue) {
+      j0 = m.add(m.mul(w4, 16), wl.gr);
+      j1 = m.add(j0, 8);
+      epilogue->before(b, loc, j0, j1, wl.kq);
+    }
     int64_t groups = w / 16 / kGroup;
     SmallVector<Value> acc;
     for (int64_t g = 0; g < groups; ++g) {
@@ -122,7 +129,13 @@ void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second) {
     }
     // acc[4 i + {0, 1}]: key j0, rows 8 i + kq + {0, 1} of [q; do];
     // acc[4 i + {2, 3}]: key j1.
-    Value j0 = m.add(m.mul(w4, 16), wl.gr), j1 = m.add(j0, 8);
+    if (epilogue) {
+      epilogue->after(b, loc, acc);
+      scf::YieldOp::create(b, l);
+      return;
+    }
+    j0 = m.add(m.mul(w4, 16), wl.gr);
+    j1 = m.add(j0, 8);
     for (int64_t i = 0; i < 8; ++i) {
       Value tile = i < 4 ? q.getResult() : dout.getResult();
       Value row = m.add(m.c(8 * (i % 4)), wl.kq);

@@ -53,6 +53,59 @@ static Value scaleValue(OpBuilder &b, Location loc, Operation *op,
                                    b.getF32FloatAttr(attrScale * factor));
 }
 
+Value mlir::smla::softmaxRowLse(OpBuilder &b, Location loc, SoftmaxOp op,
+                                Value h) {
+  int64_t hg = op.getScores().getType().getDimSize(0);
+  Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
+  Value lse = memref::LoadOp::create(b, loc, op.getLse(),
+                                     ValueRange{op.getToken(), head});
+  if (op.getBase() == LseBase::BaseE)
+    lse = arith::MulFOp::create(
+        b, loc, lse,
+        arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.4426950408889634)));
+  return lse;
+}
+
+Value mlir::smla::softmaxElement(OpBuilder &b, Location loc, SoftmaxOp op,
+                                 Value k, Value s, Value lse,
+                                 llvm::function_ref<Value()> okFn,
+                                 llvm::function_ref<void(Value)> use,
+                                 Value *clamped) {
+  double clamp = op.getClamp()->convertToDouble();
+  Value x2 =
+      arith::SubFOp::create(b, loc, arith::MulFOp::create(b, loc, s, k), lse);
+  Value bound = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(clamp));
+  Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
+  Value ex = math::Exp2Op::create(b, loc, xc);
+  Value ok = okFn();
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  Value p = arith::SelectOp::create(b, loc, ok, ex, zero);
+  use(p);
+  if (Value counters = op.getCounters()) {
+    Value over =
+        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x2, bound);
+    Value fire = arith::AndIOp::create(b, loc, ok, over);
+    if (clamped)
+      *clamped = fire;
+    else
+      emitCount(b, loc, counters, kClamped, fire);
+  }
+  return p;
+}
+
+Value mlir::smla::dscoreElement(OpBuilder &b, Location loc, Value p, Value dp,
+                                Value delta, Value scale) {
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
+  Value ds = arith::MulFOp::create(
+      b, loc,
+      arith::MulFOp::create(b, loc, p, arith::SubFOp::create(b, loc, dp, delta)),
+      scale);
+  // P == 0 (masked, dead or underflowed) gives exactly 0.
+  Value nonzero =
+      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, p, zero);
+  return arith::SelectOp::create(b, loc, nonzero, ds, zero);
+}
+
 namespace {
 /// Lowers the tile ops of one gpu.func.
 class FuncLowering {
@@ -150,6 +203,13 @@ private:
         .Case([&](TileDotOp typed) -> LogicalResult {
           if (fusedAway.contains(typed))
             return success();
+          if (typed->hasAttr(kFusedEpilogueAttr)) {
+            auto next = dyn_cast_or_null<TileDotOp>(typed->getNextNode());
+            if (!next)
+              return typed.emitOpError() << "is a fused epilogue's tile_dot "
+                                            "without its pair";
+            return lowerFused(e, typed, next);
+          }
           // Both block products, next to each other with no barrier
           // between them: one pass over the key tile.
           auto next = dyn_cast_or_null<TileDotOp>(typed->getNextNode());
@@ -253,56 +313,38 @@ private:
   }
 
   LogicalResult lowerOp(CtaEmitter &e, SoftmaxOp op) {
+    if (fusedAway.contains(op))
+      return success();
     if (!op.isGuarded())
       return op.emitOpError() << "is unguarded; run the smla-guarded "
                                  "pipeline before the GPU lowering";
     auto type = op.getScores().getType();
     int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
-    const double log2e = 1.4426950408889634;
-    // scale * log2e, computed once per op (a kernel argument at run time).
-    Value k =
-        scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(), log2e);
-    bool natural = op.getBase() == LseBase::BaseE;
-    double clamp = op.getClamp()->convertToDouble();
+    Value k = softmaxK(e, op);
     // Row h's lse in log2 units and whether the row is live.
     auto rowLse = [&](OpBuilder &b, Location loc, Value h) {
-      Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
-      Value lse = memref::LoadOp::create(b, loc, op.getLse(),
-                                         ValueRange{op.getToken(), head});
-      if (natural)
-        lse = arith::MulFOp::create(
-            b, loc, lse,
-            arith::ConstantOp::create(b, loc, b.getF32FloatAttr(log2e)));
-      return std::pair{lse, lane(op.getLive(), b, loc, h)};
+      return std::pair{softmaxRowLse(b, loc, op, h),
+                       lane(op.getLive(), b, loc, h)};
     };
     // Element (h, j), given row h's lse and liveness and column j's mask.
     auto element = [&](OpBuilder &b, Location loc, Value h, Value j,
                        Value lse, Value live, Value keyOk) {
       Value s =
           memref::LoadOp::create(b, loc, op.getScores(), ValueRange{h, j});
-      Value x2 = arith::SubFOp::create(
-          b, loc, arith::MulFOp::create(b, loc, s, k), lse);
-      Value bound = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(clamp));
-      Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
-      Value ex = math::Exp2Op::create(b, loc, xc);
-      // A step of two tokens: rows hg/2.. belong to the second token.
-      if (Value pair = op.getPairMask()) {
-        Value second = arith::CmpIOp::create(
-            b, loc, arith::CmpIPredicate::uge, h,
-            arith::ConstantIndexOp::create(b, loc, hg / 2));
-        keyOk = arith::SelectOp::create(b, loc, second,
-                                        lane(pair, b, loc, j), keyOk);
-      }
-      Value ok = arith::AndIOp::create(b, loc, keyOk, live);
-      Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-      Value p = arith::SelectOp::create(b, loc, ok, ex, zero);
-      memref::StoreOp::create(b, loc, p, op.getProbs(), ValueRange{h, j});
-      if (Value counters = op.getCounters()) {
-        Value over =
-            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x2, bound);
-        emitCount(b, loc, counters, kClamped,
-                  arith::AndIOp::create(b, loc, ok, over));
-      }
+      auto ok = [&]() -> Value {
+        // A step of two tokens: rows hg/2.. belong to the second token.
+        if (Value pair = op.getPairMask()) {
+          Value second = arith::CmpIOp::create(
+              b, loc, arith::CmpIPredicate::uge, h,
+              arith::ConstantIndexOp::create(b, loc, hg / 2));
+          keyOk = arith::SelectOp::create(b, loc, second,
+                                          lane(pair, b, loc, j), keyOk);
+        }
+        return arith::AndIOp::create(b, loc, keyOk, live);
+      };
+      softmaxElement(b, loc, op, k, s, lse, ok, [&](Value p) {
+        memref::StoreOp::create(b, loc, p, op.getProbs(), ValueRange{h, j});
+      });
     };
     if (std::optional<int64_t> passes = columnPasses(hg, block)) {
       // Per thread: one column, so its mask once, and its rows' lse loads
@@ -331,7 +373,15 @@ private:
     return success();
   }
 
+  /// softmax's scale * log2e, once per op (a kernel argument at run time).
+  static Value softmaxK(CtaEmitter &e, SoftmaxOp op) {
+    return scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(),
+                      1.4426950408889634);
+  }
+
   LogicalResult lowerOp(CtaEmitter &e, DScoresOp op) {
+    if (fusedAway.contains(op))
+      return success();
     auto type = op.getProbs().getType();
     int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
     Value scale =
@@ -341,16 +391,7 @@ private:
       Value dp = memref::LoadOp::create(b, loc, op.getDp(), ValueRange{h, j});
       Value delta =
           memref::LoadOp::create(b, loc, op.getDelta(), ValueRange{h});
-      Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-      Value ds = arith::MulFOp::create(
-          b, loc,
-          arith::MulFOp::create(b, loc, p,
-                                arith::SubFOp::create(b, loc, dp, delta)),
-          scale);
-      // P == 0 (masked, dead or underflowed) gives exactly 0.
-      Value nonzero =
-          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, p, zero);
-      ds = arith::SelectOp::create(b, loc, nonzero, ds, zero);
+      Value ds = dscoreElement(b, loc, p, dp, delta, scale);
       memref::StoreOp::create(b, loc, ds, op.getDs(), ValueRange{h, j});
     };
     // The same element-to-thread map as softmax (Barriers.cpp relies on it).
@@ -364,6 +405,49 @@ private:
       auto [h, j] = splitRow(b, e.loc, q, block);
       element(b, e.loc, h, j);
     });
+    return success();
+  }
+
+  /// The fused epilogue run at its first tile_dot (kFusedEpilogueAttr):
+  /// the other four ops lower to nothing.
+  LogicalResult lowerFused(CtaEmitter &e, TileDotOp first, TileDotOp second) {
+    SoftmaxOp softmax;
+    DScoresOp dscores;
+    PackDkvOp pack;
+    for (Operation *o = second->getNextNode(); o && !pack;
+         o = o->getNextNode()) {
+      if (!o->hasAttr(kFusedEpilogueAttr))
+        continue;
+      if (auto s = dyn_cast<SoftmaxOp>(o); s && !softmax)
+        softmax = s;
+      else if (auto d = dyn_cast<DScoresOp>(o); d && softmax && !dscores)
+        dscores = d;
+      else if (auto p = dyn_cast<PackDkvOp>(o); p && dscores)
+        pack = p;
+      else
+        break;
+    }
+    if (!pack || !mma || !canUseWgmmaDots(first, second, threads))
+      return first.emitOpError()
+             << "starts a fused epilogue (" << kFusedEpilogueAttr
+             << ") that is not the wgmma pair, softmax, dscores and pack_dkv";
+    if (!softmax.isGuarded())
+      return softmax.emitOpError() << "is unguarded; run the smla-guarded "
+                                      "pipeline before the GPU lowering";
+    EpilogueLanes l;
+    l.mask = lanes.lookup(softmax.getMask());
+    if (softmax.getPairMask())
+      l.pair = lanes.lookup(softmax.getPairMask());
+    l.live = lanes.lookup(softmax.getLive());
+    l.packMask = lanes.lookup(pack.getMask());
+    l.packIndex = lanes.lookup(pack.getIndices());
+    Value dsScale = scaleValue(e.b, e.loc, dscores,
+                               dscores.getScale().convertToDouble(), 1.0);
+    lowerFusedEpilogue(e, first, second, softmax, dscores, pack, l,
+                       softmaxK(e, softmax), dsScale);
+    for (Operation *o : {second.getOperation(), softmax.getOperation(),
+                         dscores.getOperation(), pack.getOperation()})
+      fusedAway.insert(o);
     return success();
   }
 
@@ -387,6 +471,8 @@ private:
 
   // The deferred dKV scatter on wgmma (LowerScatterWgmma.cpp).
   LogicalResult lowerOp(CtaEmitter &e, PackDkvOp op) {
+    if (fusedAway.contains(op))
+      return success();
     if (!mma || e.threads != 512)
       return op.emitOpError() << "needs the mma lowering and 512 threads";
     lowerPackDkv(e, op, lanes.lookup(op.getMask()),

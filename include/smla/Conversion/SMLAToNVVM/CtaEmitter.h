@@ -76,6 +76,10 @@ Value headIndex(OpBuilder &b, Location loc, Value block, int64_t hb, Value h);
 /// Emits `if (cond && counters != null) counters[slot] += 1` (atomic).
 void emitCount(OpBuilder &b, Location loc, Value counters, int64_t slot,
                Value cond);
+/// The same for several conditions at once: one atomic add of how many
+/// hold, where any does.
+void emitCounts(OpBuilder &b, Location loc, Value counters, int64_t slot,
+                ValueRange conds);
 
 /// `@valid red.global.add.v{2,4}.f32 [dkv[select(valid, raw, 0), g, col]],
 /// values` (2 or 4 consecutive columns): a masked lane adds nothing and its
@@ -125,7 +129,67 @@ void lowerTileDotPair(CtaEmitter &e, TileDotOp first, TileDotOp second);
 /// The fused pair on wgmma (LowerTileDotWgmma.cpp), for q and do staged
 /// as the canonical [q; do] tile of a 32-row CTA at block 64.
 bool canUseWgmmaDots(TileDotOp first, TileDotOp second, int64_t threads);
-void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second);
+/// What replaces the pair's stores into the S and dP tiles (a fused
+/// epilogue, kFusedEpilogueAttr), in warpgroup 0: `before` ahead of the
+/// wgmma chain (so its loads overlap it), with the thread's keys j0 =
+/// 16 (warp % 4) + lane / 4 and j1 = j0 + 8 and its pair row kq = 2 (lane
+/// % 4); `after` with the accumulators: acc[4 i + {0, 1}] key j0, rows
+/// 8 i + kq + {0, 1} of [q; do] (i < 4: S, else dP), acc[4 i + {2, 3}]
+/// key j1.
+struct ProductsEpilogue {
+  std::function<void(OpBuilder &, Location, Value j0, Value j1, Value kq)>
+      before;
+  std::function<void(OpBuilder &, Location, ArrayRef<Value> acc)> after;
+};
+void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second,
+                           const ProductsEpilogue *epilogue = nullptr);
+/// The fused epilogue run of smla-defer-scatter (kFusedEpilogueAttr;
+/// LowerEpilogueWgmma.cpp): the wgmma pair, then softmax, dS and the pack
+/// in warpgroup 0's accumulators. `k` is softmax's scale times log2e and
+/// `dsScale` dscores' scale; the lane functions are those of the ops'
+/// masks (pair: softmax's pair mask or null), live rows and the pack's
+/// indices.
+struct EpilogueLanes {
+  LaneFn mask, pair, live, packMask, packIndex;
+};
+void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
+                        SoftmaxOp softmax, DScoresOp dscores, PackDkvOp pack,
+                        const EpilogueLanes &lanes, Value k, Value dsScale);
+/// The guarded softmax element (LowerTileOps.cpp): P of score `s` given
+/// its row's lse in log2 units, `k` = scale * log2e and `ok()` (key valid
+/// and row live): exp2(min(s k - lse, clamp)), 0 unless ok, handed to
+/// `use`; then counts the clamped elements in the op's counters, or with
+/// `clamped` leaves the count to the caller (the element's clamp flag, or
+/// null without counters).
+Value softmaxElement(OpBuilder &b, Location loc, SoftmaxOp op, Value k,
+                     Value s, Value lse, llvm::function_ref<Value()> ok,
+                     llvm::function_ref<void(Value)> use,
+                     Value *clamped = nullptr);
+/// Row h's lse in log2 units (softmax's base converted).
+Value softmaxRowLse(OpBuilder &b, Location loc, SoftmaxOp op, Value h);
+/// dS = P (dP - delta) scale, exactly 0 where P is 0.
+Value dscoreElement(OpBuilder &b, Location loc, Value p, Value dp,
+                    Value delta, Value scale);
+/// pack_dkv's pieces (LowerScatterWgmma.cpp): the byte offset of the bf16
+/// pair (rows h, h + 1; slot j) in a K-major canonical [64][32] tile; the
+/// slot writes (threads firstThread + j, j < 64; the slots' own fence is
+/// the barrier that follows); the cluster form's pack count (every
+/// thread keeps its own) and its advance; the partner's buffer count % 2
+/// (its address in the partner CTA's window, the partner's rank, the
+/// mbarrier), one pair's st.async to the same byte there, and thread 0
+/// arming its own mbarrier for the partner's 8 KB.
+Value packedPairOffset(OpBuilder &b, Location loc, Value h, Value j);
+void writePackSlots(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
+                    const LaneFn &index, int64_t firstThread);
+Value packCount(CtaEmitter &e, PackDkvOp op);
+void advancePackCount(CtaEmitter &e, PackDkvOp op, Value count);
+struct PartnerTiles {
+  Value base, rank, bar;
+};
+PartnerTiles partnerTiles(CtaEmitter &e, PackDkvOp op, Value count);
+void sendToPartner(CtaEmitter &e, const PartnerTiles &t, Value offset,
+                   Value pair);
+void armPartnerTiles(CtaEmitter &e, const PartnerTiles &t);
 /// dq_packed on wgmma (LowerDqWgmma.cpp), for a 32-row CTA at block 64 on
 /// 512 threads with the key tile swizzled (swizzledKeys): dQ^T = K^T dS^T
 /// in m64n32k16 tiles of 64 columns, warpgroup w taking tiles w, w + 4,

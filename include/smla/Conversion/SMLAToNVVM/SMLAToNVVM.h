@@ -168,6 +168,14 @@ constexpr llvm::StringLiteral kSwizzledKeysAttr = "smla.swizzled_keys";
 bool swizzledKeys(Value memref);
 /// Bytes of one 64-column slab of a swizzled 64-key tile.
 constexpr int64_t kSwizzleSlab = 64 * 128;
+/// Marks the ops of one step that smla-defer-scatter fused into the block
+/// products' warpgroup (fuseEpilogue, DeferScatter.cpp): the wgmma pair of
+/// tile_dots, the softmax and dscores on their S and dP tiles, and the
+/// pack_dkv that reads them, in that order. The lowering emits the run at
+/// its first tile_dot with S and dP in that warpgroup's accumulator
+/// registers (the tiles are not touched), and smla-insert-barriers sees
+/// the run as one op at that place.
+constexpr llvm::StringLiteral kFusedEpilogueAttr = "smla.fused_epilogue";
 
 /// `fence.proxy.async.shared::cta`: generic-proxy writes of shared memory
 /// before async-proxy (wgmma) reads.
