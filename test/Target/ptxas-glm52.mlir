@@ -71,6 +71,13 @@
 // RUN: grep -c "wgmma.mma_async" %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
 // RUN: FileCheck %s --check-prefix=WGMMA-PTXAS < %t/wg/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,scatter=tma 2>&1 | FileCheck %s --check-prefix=SCATTER
+// RUN: smla-compile -o %t/fe -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,tokens=2,lse=base2,positions=1,dq=bf16,dkv=bf16,scatter=wgmma,epilogue=fused
+// RUN: FileCheck %s --check-prefix=WGMMA-PTXAS < %t/fe/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptxas.txt
+// RUN: grep -c "wgmma.mma_async" %t/fe/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
+// RUN: grep -c "ex2.approx" %t/fe/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-EX2
+// RUN: FileCheck %s --check-prefix=FUSED-MANIFEST < %t/fe/manifest.json
+// RUN: not smla-compile -o %t/bad -quiet --config heads=16,epilogue=fused 2>&1 | FileCheck %s --check-prefix=FUSED-MMA
+// RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,epilogue=registers 2>&1 | FileCheck %s --check-prefix=FUSED-VALUE
 // RUN: not smla-compile -o %t/bad -quiet --config heads=64,cluster=1 2>&1 | FileCheck %s --check-prefix=CLUSTER
 // RUN: not smla-compile -o %t/bad -quiet --config heads=64,scatter=wgmma,cluster=maybe 2>&1 | FileCheck %s --check-prefix=CLUSTER-VALUE
 // RUN: not smla-compile -o %t/bad -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1 2>&1 | FileCheck %s --check-prefix=CLUSTER-SPLIT
@@ -193,6 +200,13 @@
 // The manifest records the cluster form (runtime/MANIFEST.md); an
 // unclustered kernel leaves the key out (H64-SMEM).
 // CLUSTER-MANIFEST: "cluster": true
+// epilogue=fused (the token-pair kernel of GLM-5.2's shape): the same
+// wgmma, no spill, the 16 exp2 of the products' warpgroup the kernel's
+// only ones (the CTA-wide softmax emits 4 a thread).
+// FUSED-EX2: 16
+// FUSED-MANIFEST: "epilogue": "fused"
+// FUSED-MMA: epilogue = fused needs scatter = wgmma
+// FUSED-VALUE: bad value 'registers' for configuration key 'epilogue'
 // CLUSTER-MANIFEST: "head_blocks": 4
 // CLUSTER: cluster = 1 needs scatter = wgmma and tokens = 1
 // CLUSTER-VALUE: bad value 'maybe' for configuration key 'cluster'

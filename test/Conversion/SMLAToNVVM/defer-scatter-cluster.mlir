@@ -2,6 +2,22 @@
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true cluster-head-blocks=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=LOWER
 
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter %s | FileCheck %s --check-prefix=OFF
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true cluster-head-blocks=true" --smla-defer-scatter="fuse-epilogue=true" --smla-verify-guards --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=FUSED
+
+// With fuse-epilogue (fused-epilogue.mlir; the library keeps it off for
+// the clusters, whose kernels then spill): warpgroup 0 sends its 16
+// packed pairs to the partner right after storing them, thread 0 arms
+// the mbarrier, and every thread advances its pack count after the
+// branch, before the barrier.
+// FUSED-LABEL: gpu.func @b1_bwd
+// FUSED: math.exp2
+// FUSED-COUNT-16: st.async.shared::cluster.mbarrier::complete_tx::bytes.b32
+// FUSED-NOT: st.async
+// FUSED: mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], 8192
+// FUSED: "fence.proxy.async.shared::cta;"
+// FUSED-NEXT: }
+// FUSED: memref.store %{{.*}}, %alloca[] : memref<i32>
+// FUSED-NEXT: gpu.barrier
 
 // B1's shape (64 heads in two head blocks of 32, D 512 + 64, block 64, 512
 // threads) with the wgmma scatter and cluster-head-blocks (the key
