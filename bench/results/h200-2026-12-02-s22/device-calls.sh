@@ -59,6 +59,13 @@ case $call in
 4) # the harness with the peers on the changed shapes
   SMLA_GPU_STEPS="bench" SMLA_BENCH_SHAPES="B2 B2r B3" bash scripts/gpu.sh $OUT/gpu build/kernels > $OUT/gpu.txt 2>&1; echo "gpu.sh rc=$?"
   cat $OUT/gpu/summary.txt ;;
+5) # racecheck on the adopted library's fused kernels (32 heads: the
+   # H32 kernels and the H = 16 token pairs)
+  { cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$(command -v python3) > $OUT/cmake.log 2>&1 ; cmake --build build-py -j16 >> $OUT/cmake.log 2>&1; } || { tail -30 $OUT/cmake.log; exit 1; }
+  export SMLA_KERNEL_DIR=$PWD/build/kernels
+  SMLA_SANITIZE_HEADS=32 SMLA_SANITIZE_LIMIT=4 timeout 200 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 3 python3 scripts/sanitizer_cases.py > $OUT/race-epi.txt 2>&1; echo "racecheck rc=$?"; tail -3 $OUT/race-epi.txt
+  # (run as its own call on the warm machine after this one:)
+  SMLA_SANITIZE_TOKENS=2 SMLA_SANITIZE_LIMIT=2 timeout 150 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 3 python3 scripts/sanitizer_cases.py > $OUT/race-epi-t2.txt 2>&1; echo "racecheck rc=$?" ;;
 esac
 # At most 8 files come back: the GPU command's folder as one archive.
 [ -d $OUT/gpu ] && tar czf $OUT/gpu.tgz -C $OUT gpu && rm -rf $OUT/gpu
