@@ -282,7 +282,8 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     smla.scatter_dkv %ds, %p, %q, %do[%t, %hb] rows(%idx) mask(%m ...)
         into %dkv[%g]
     ```
-    After:
+    After (without fuse-epilogue; with it, chunk 2 sits after chunk 1
+    and the pack right after dscores, all five marked):
     ```mlir
     linalg.fill ins(%c-1_i32 : i32) outs(%slots : memref<64xi32, 3>)
     scf.for ... {
