@@ -57,22 +57,33 @@ Value mlir::smla::headIndex(OpBuilder &b, Location loc, Value block, int64_t hb,
   return arith::AddIOp::create(b, loc, base, h);
 }
 
-void mlir::smla::emitCount(OpBuilder &b, Location loc, Value counters,
-                           int64_t slot, Value cond) {
-  if (!counters)
-    return;
+/// `if (cond() && counters != null) counters[slot] += amount()` (atomic).
+static void addToCounter(OpBuilder &b, Location loc, Value counters,
+                         int64_t slot, function_ref<Value()> cond,
+                         function_ref<Value(OpBuilder &, Location)> amount) {
   Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, counters);
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   Value present =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, ptr, zero);
-  Value fire = arith::AndIOp::create(b, loc, cond, present);
+  Value fire = arith::AndIOp::create(b, loc, cond(), present);
   scf::IfOp::create(b, loc, fire, [&](OpBuilder &nb, Location l) {
-    Value one = arith::ConstantOp::create(nb, l, nb.getI64IntegerAttr(1));
+    Value n = amount(nb, l);
     Value at = arith::ConstantIndexOp::create(nb, l, slot);
-    memref::AtomicRMWOp::create(nb, l, arith::AtomicRMWKind::addi, one,
+    memref::AtomicRMWOp::create(nb, l, arith::AtomicRMWKind::addi, n,
                                 counters, ValueRange{at});
     scf::YieldOp::create(nb, l);
   });
+}
+
+void mlir::smla::emitCount(OpBuilder &b, Location loc, Value counters,
+                           int64_t slot, Value cond) {
+  if (!counters)
+    return;
+  addToCounter(
+      b, loc, counters, slot, [&] { return cond; },
+      [](OpBuilder &nb, Location l) -> Value {
+        return arith::ConstantOp::create(nb, l, nb.getI64IntegerAttr(1));
+      });
 }
 
 void mlir::smla::emitCounts(OpBuilder &b, Location loc, Value counters,
@@ -83,21 +94,16 @@ void mlir::smla::emitCounts(OpBuilder &b, Location loc, Value counters,
   for (Value c : conds)
     n = arith::AddIOp::create(
         b, loc, n, arith::ExtUIOp::create(b, loc, b.getI32Type(), c));
-  Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, counters);
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value present =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, ptr, zero);
-  Value any = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::ne, n,
-      arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
-  Value fire = arith::AndIOp::create(b, loc, any, present);
-  scf::IfOp::create(b, loc, fire, [&](OpBuilder &nb, Location l) {
-    Value at = arith::ConstantIndexOp::create(nb, l, slot);
-    Value n64 = arith::ExtUIOp::create(nb, l, nb.getI64Type(), n);
-    memref::AtomicRMWOp::create(nb, l, arith::AtomicRMWKind::addi, n64,
-                                counters, ValueRange{at});
-    scf::YieldOp::create(nb, l);
-  });
+  addToCounter(
+      b, loc, counters, slot,
+      [&]() -> Value {
+        return arith::CmpIOp::create(
+            b, loc, arith::CmpIPredicate::ne, n,
+            arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(0)));
+      },
+      [&](OpBuilder &nb, Location l) -> Value {
+        return arith::ExtUIOp::create(nb, l, nb.getI64Type(), n);
+      });
 }
 
 void mlir::smla::emitProxyFence(OpBuilder &b, Location loc) {

@@ -36,6 +36,15 @@ using namespace mlir::smla::mma;
 
 namespace mlir::smla {
 
+namespace {
+/// The lane functions of softmax's masks (pair: its pair mask or null) and
+/// live rows and of the pack's indices.
+struct EpilogueLanes {
+  LaneFn mask, pair, live, packMask, packIndex;
+};
+
+/// The run given its ops; `k` is softmax's scale times log2e and `dsScale`
+/// dscores' scale.
 void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
                         SoftmaxOp softmax, DScoresOp dscores, PackDkvOp pack,
                         const EpilogueLanes &lanes, Value k, Value dsScale) {
@@ -45,22 +54,6 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
   // Row r = 2 i + x of this thread is h = 8 i + kq + x (i < 4, x < 2).
   SmallVector<Value> lse, live;
   Value keys[2], keyOk[2], pairOk[2], kq;
-  auto loadRows = [&](OpBuilder &b, Location loc) {
-    Mma m{b, loc};
-    for (int64_t i = 0; i < 4; ++i)
-      for (int64_t x = 0; x < 2; ++x) {
-        Value h = m.add(kq, 8 * i + x);
-        lse.push_back(softmaxRowLse(b, loc, softmax, h));
-        live.push_back(lanes.live(b, loc, h));
-      }
-  };
-  auto loadKeys = [&](OpBuilder &b, Location loc) {
-    for (int64_t jj = 0; jj < 2; ++jj) {
-      keyOk[jj] = lanes.mask(b, loc, keys[jj]);
-      if (lanes.pair)
-        pairOk[jj] = lanes.pair(b, loc, keys[jj]);
-    }
-  };
   ProductsEpilogue epilogue;
   epilogue.before = [&](OpBuilder &b, Location loc, Value j0, Value j1,
                         Value pairRow) {
@@ -68,8 +61,17 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
     kq = pairRow;
     keys[0] = j0;
     keys[1] = j1;
-    loadRows(b, loc);
-    loadKeys(b, loc);
+    for (int64_t i = 0; i < 4; ++i)
+      for (int64_t x = 0; x < 2; ++x) {
+        Value h = m.add(kq, 8 * i + x);
+        lse.push_back(softmaxRowLse(b, loc, softmax, h));
+        live.push_back(lanes.live(b, loc, h));
+      }
+    for (int64_t jj = 0; jj < 2; ++jj) {
+      keyOk[jj] = lanes.mask(b, loc, keys[jj]);
+      if (lanes.pair)
+        pairOk[jj] = lanes.pair(b, loc, keys[jj]);
+    }
   };
   epilogue.after = [&](OpBuilder &b, Location loc, ArrayRef<Value> acc) {
     Mma m{b, loc};
@@ -91,23 +93,22 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
           // A step of two tokens: rows 16.. (i >= 2) are the second's.
           auto ok = [&]() -> Value {
             return arith::AndIOp::create(
-                b, loc, lanes.pair && i >= 2 ? pairOk[jj] : keyOk[jj],
-                live[r]);
+                b, loc, lanes.pair && i >= 2 ? pairOk[jj] : keyOk[jj], live[r]);
           };
           Value s = acc[4 * i + 2 * jj + x];
           Value dp = acc[16 + 4 * i + 2 * jj + x];
           Value over;
-          p[x] = softmaxElement(b, loc, softmax, k, s, lse[r], ok,
-                                [](Value) {}, &over);
+          p[x] = softmaxElement(
+              b, loc, softmax, k, s, lse[r], ok, [](Value) {}, &over);
           if (over)
             clamped.push_back(over);
           ds[x] = dscoreElement(b, loc, p[x], dp, delta[r], dsScale);
         }
         Value offset = packedPairOffset(b, loc, m.add(kq, 8 * i), keys[jj]);
-        Value dsPair = m.packBf16(
-            vector::FromElementsOp::create(b, loc, f32x2, ValueRange{ds[0], ds[1]}));
-        Value pPair = m.packBf16(
-            vector::FromElementsOp::create(b, loc, f32x2, ValueRange{p[0], p[1]}));
+        Value dsPair = m.packBf16(vector::FromElementsOp::create(
+            b, loc, f32x2, ValueRange{ds[0], ds[1]}));
+        Value pPair = m.packBf16(vector::FromElementsOp::create(
+            b, loc, f32x2, ValueRange{p[0], p[1]}));
         LLVM::StoreOp::create(b, loc, dsPair, m.ptr(m.add(dsBase, offset), 3),
                               /*alignment=*/4);
         LLVM::StoreOp::create(b, loc, pPair, m.ptr(m.add(pBase, offset), 3),
@@ -129,6 +130,49 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
   writePackSlots(e, pack, lanes.packMask, lanes.packIndex, 128);
   if (cluster)
     advancePackCount(e, pack, count);
+}
+} // namespace
+
+LogicalResult lowerFusedEpilogueRun(CtaEmitter &e, TileDotOp first,
+                                    TileDotOp second, const LaneMap &lanes,
+                                    DenseSet<Operation *> &fusedAway) {
+  SoftmaxOp softmax;
+  DScoresOp dscores;
+  PackDkvOp pack;
+  for (Operation *o = second->getNextNode(); o && !pack; o = o->getNextNode()) {
+    if (!o->hasAttr(kFusedEpilogueAttr))
+      continue;
+    if (auto s = dyn_cast<SoftmaxOp>(o); s && !softmax)
+      softmax = s;
+    else if (auto d = dyn_cast<DScoresOp>(o); d && softmax && !dscores)
+      dscores = d;
+    else if (auto p = dyn_cast<PackDkvOp>(o); p && dscores)
+      pack = p;
+    else
+      break;
+  }
+  if (!pack || !canUseWgmmaDots(first, second, e.threads))
+    return first.emitOpError()
+           << "starts a fused epilogue (" << kFusedEpilogueAttr
+           << ") that is not the wgmma pair, softmax, dscores and pack_dkv";
+  if (!softmax.isGuarded())
+    return softmax.emitOpError() << "is unguarded; run the smla-guarded "
+                                    "pipeline before the GPU lowering";
+  EpilogueLanes l;
+  l.mask = lanes.lookup(softmax.getMask());
+  if (softmax.getPairMask())
+    l.pair = lanes.lookup(softmax.getPairMask());
+  l.live = lanes.lookup(softmax.getLive());
+  l.packMask = lanes.lookup(pack.getMask());
+  l.packIndex = lanes.lookup(pack.getIndices());
+  Value dsScale = scaleValue(e.b, e.loc, dscores,
+                             dscores.getScale().convertToDouble(), 1.0);
+  lowerFusedEpilogue(e, first, second, softmax, dscores, pack, l,
+                     softmaxScaleLog2(e, softmax), dsScale);
+  for (Operation *o : {second.getOperation(), softmax.getOperation(),
+                       dscores.getOperation(), pack.getOperation()})
+    fusedAway.insert(o);
+  return success();
 }
 
 } // namespace mlir::smla

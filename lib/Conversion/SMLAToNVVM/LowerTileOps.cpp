@@ -24,88 +24,6 @@ namespace mlir::smla {
 using namespace mlir;
 using namespace mlir::smla;
 
-Value mlir::smla::runtimeScale(Operation *op) {
-  auto func = op->getParentOfType<gpu::GPUFuncOp>();
-  if (!func)
-    return {};
-  auto names = func->getAttrOfType<ArrayAttr>(kParamNamesAttr);
-  if (!names)
-    return {};
-  for (auto [i, a] : llvm::enumerate(names))
-    if (cast<StringAttr>(a).getValue() == kScaleParam &&
-        i < func.getNumArguments() && func.getArgument(i).getType().isF32())
-      return func.getArgument(i);
-  return {};
-}
-
-/// The softmax scale of `op` times `factor`, as an f32 value: from the
-/// kernel's `sm_scale` argument when it has one, else the op's constant.
-static Value scaleValue(OpBuilder &b, Location loc, Operation *op,
-                        double attrScale, double factor) {
-  if (Value arg = runtimeScale(op)) {
-    if (factor == 1.0)
-      return arg;
-    return arith::MulFOp::create(
-        b, loc, arg,
-        arith::ConstantOp::create(b, loc, b.getF32FloatAttr(factor)));
-  }
-  return arith::ConstantOp::create(b, loc,
-                                   b.getF32FloatAttr(attrScale * factor));
-}
-
-Value mlir::smla::softmaxRowLse(OpBuilder &b, Location loc, SoftmaxOp op,
-                                Value h) {
-  int64_t hg = op.getScores().getType().getDimSize(0);
-  Value head = headIndex(b, loc, op.getHeadBlock(), hg, h);
-  Value lse = memref::LoadOp::create(b, loc, op.getLse(),
-                                     ValueRange{op.getToken(), head});
-  if (op.getBase() == LseBase::BaseE)
-    lse = arith::MulFOp::create(
-        b, loc, lse,
-        arith::ConstantOp::create(b, loc, b.getF32FloatAttr(1.4426950408889634)));
-  return lse;
-}
-
-Value mlir::smla::softmaxElement(OpBuilder &b, Location loc, SoftmaxOp op,
-                                 Value k, Value s, Value lse,
-                                 llvm::function_ref<Value()> okFn,
-                                 llvm::function_ref<void(Value)> use,
-                                 Value *clamped) {
-  double clamp = op.getClamp()->convertToDouble();
-  Value x2 =
-      arith::SubFOp::create(b, loc, arith::MulFOp::create(b, loc, s, k), lse);
-  Value bound = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(clamp));
-  Value xc = arith::MinimumFOp::create(b, loc, x2, bound);
-  Value ex = math::Exp2Op::create(b, loc, xc);
-  Value ok = okFn();
-  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-  Value p = arith::SelectOp::create(b, loc, ok, ex, zero);
-  use(p);
-  if (Value counters = op.getCounters()) {
-    Value over =
-        arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OGT, x2, bound);
-    Value fire = arith::AndIOp::create(b, loc, ok, over);
-    if (clamped)
-      *clamped = fire;
-    else
-      emitCount(b, loc, counters, kClamped, fire);
-  }
-  return p;
-}
-
-Value mlir::smla::dscoreElement(OpBuilder &b, Location loc, Value p, Value dp,
-                                Value delta, Value scale) {
-  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
-  Value ds = arith::MulFOp::create(
-      b, loc,
-      arith::MulFOp::create(b, loc, p, arith::SubFOp::create(b, loc, dp, delta)),
-      scale);
-  // P == 0 (masked, dead or underflowed) gives exactly 0.
-  Value nonzero =
-      arith::CmpFOp::create(b, loc, arith::CmpFPredicate::ONE, p, zero);
-  return arith::SelectOp::create(b, loc, nonzero, ds, zero);
-}
-
 namespace {
 /// Lowers the tile ops of one gpu.func.
 class FuncLowering {
@@ -208,7 +126,10 @@ private:
             if (!next)
               return typed.emitOpError() << "is a fused epilogue's tile_dot "
                                             "without its pair";
-            return lowerFused(e, typed, next);
+            if (!mma)
+              return typed.emitOpError() << "starts a fused epilogue, which "
+                                            "needs the mma lowering";
+            return lowerFusedEpilogueRun(e, typed, next, lanes, fusedAway);
           }
           // Both block products, next to each other with no barrier
           // between them: one pass over the key tile.
@@ -287,167 +208,15 @@ private:
                        lanes.lookup(op.getIndices()));
   }
 
-  /// The passes an elementwise [hg, block] op takes when every thread keeps
-  /// one column: with threads a multiple of block and hg * block a multiple
-  /// of threads, thread t takes column t % block of rows t / block + i *
-  /// (threads / block), i < passes. Such ops are emitted per thread,
-  /// unrolled, instead of as a CTA loop: the passes' loads issue together.
-  std::optional<int64_t> columnPasses(int64_t hg, int64_t block) const {
-    if (threads % block || (hg * block) % threads ||
-        hg * block / threads > 8)
-      return std::nullopt;
-    return hg * block / threads;
-  }
-
-  /// The thread's column and its rows under columnPasses: (t % block,
-  /// [t / block + i * (threads / block) for i < passes]).
-  std::pair<Value, SmallVector<Value>> columnRows(CtaEmitter &e, int64_t block,
-                                                  int64_t passes) const {
-    Value j = arith::RemUIOp::create(e.b, e.loc, tid, e.index(block));
-    Value h0 = arith::DivUIOp::create(e.b, e.loc, tid, e.index(block));
-    SmallVector<Value> rows;
-    for (int64_t i = 0; i < passes; ++i)
-      rows.push_back(arith::AddIOp::create(e.b, e.loc, h0,
-                                           e.index(i * (threads / block))));
-    return {j, rows};
-  }
-
+  // Softmax and dS (LowerSoftmax.cpp).
   LogicalResult lowerOp(CtaEmitter &e, SoftmaxOp op) {
     if (fusedAway.contains(op))
       return success();
-    if (!op.isGuarded())
-      return op.emitOpError() << "is unguarded; run the smla-guarded "
-                                 "pipeline before the GPU lowering";
-    auto type = op.getScores().getType();
-    int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
-    Value k = softmaxK(e, op);
-    // Row h's lse in log2 units and whether the row is live.
-    auto rowLse = [&](OpBuilder &b, Location loc, Value h) {
-      return std::pair{softmaxRowLse(b, loc, op, h),
-                       lane(op.getLive(), b, loc, h)};
-    };
-    // Element (h, j), given row h's lse and liveness and column j's mask.
-    auto element = [&](OpBuilder &b, Location loc, Value h, Value j,
-                       Value lse, Value live, Value keyOk) {
-      Value s =
-          memref::LoadOp::create(b, loc, op.getScores(), ValueRange{h, j});
-      auto ok = [&]() -> Value {
-        // A step of two tokens: rows hg/2.. belong to the second token.
-        if (Value pair = op.getPairMask()) {
-          Value second = arith::CmpIOp::create(
-              b, loc, arith::CmpIPredicate::uge, h,
-              arith::ConstantIndexOp::create(b, loc, hg / 2));
-          keyOk = arith::SelectOp::create(b, loc, second,
-                                          lane(pair, b, loc, j), keyOk);
-        }
-        return arith::AndIOp::create(b, loc, keyOk, live);
-      };
-      softmaxElement(b, loc, op, k, s, lse, ok, [&](Value p) {
-        memref::StoreOp::create(b, loc, p, op.getProbs(), ValueRange{h, j});
-      });
-    };
-    if (std::optional<int64_t> passes = columnPasses(hg, block)) {
-      // Per thread: one column, so its mask once, and its rows' lse loads
-      // issued together. (Loaded before the block loop instead, the lse
-      // and liveness of B1's rows made the H = 64 kernel spill.)
-      OpBuilder &b = e.b;
-      Location loc = e.loc;
-      auto [j, rows] = columnRows(e, block, *passes);
-      SmallVector<Value> lses, lives;
-      for (Value h : rows) {
-        auto [lse, live] = rowLse(b, loc, h);
-        lses.push_back(lse);
-        lives.push_back(live);
-      }
-      Value keyOk = lane(op.getMask(), b, loc, j);
-      for (int64_t i = 0; i < *passes; ++i)
-        element(b, loc, rows[i], j, lses[i], lives[i], keyOk);
-      return success();
-    }
-    e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
-      Location loc = e.loc;
-      auto [h, j] = splitRow(b, loc, q, block);
-      auto [lse, live] = rowLse(b, loc, h);
-      element(b, loc, h, j, lse, live, lane(op.getMask(), b, loc, j));
-    });
-    return success();
+    return lowerSoftmax(e, op, lanes);
   }
-
-  /// softmax's scale * log2e, once per op (a kernel argument at run time).
-  static Value softmaxK(CtaEmitter &e, SoftmaxOp op) {
-    return scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(),
-                      1.4426950408889634);
-  }
-
   LogicalResult lowerOp(CtaEmitter &e, DScoresOp op) {
-    if (fusedAway.contains(op))
-      return success();
-    auto type = op.getProbs().getType();
-    int64_t hg = type.getDimSize(0), block = type.getDimSize(1);
-    Value scale =
-        scaleValue(e.b, e.loc, op, op.getScale().convertToDouble(), 1.0);
-    auto element = [&](OpBuilder &b, Location loc, Value h, Value j) {
-      Value p = memref::LoadOp::create(b, loc, op.getProbs(), ValueRange{h, j});
-      Value dp = memref::LoadOp::create(b, loc, op.getDp(), ValueRange{h, j});
-      Value delta =
-          memref::LoadOp::create(b, loc, op.getDelta(), ValueRange{h});
-      Value ds = dscoreElement(b, loc, p, dp, delta, scale);
-      memref::StoreOp::create(b, loc, ds, op.getDs(), ValueRange{h, j});
-    };
-    // The same element-to-thread map as softmax (Barriers.cpp relies on it).
-    if (std::optional<int64_t> passes = columnPasses(hg, block)) {
-      auto [j, rows] = columnRows(e, block, *passes);
-      for (Value h : rows)
-        element(e.b, e.loc, h, j);
-      return success();
-    }
-    e.ctaLoop(hg * block, [&](OpBuilder &b, Value q) {
-      auto [h, j] = splitRow(b, e.loc, q, block);
-      element(b, e.loc, h, j);
-    });
-    return success();
-  }
-
-  /// The fused epilogue run at its first tile_dot (kFusedEpilogueAttr):
-  /// the other four ops lower to nothing.
-  LogicalResult lowerFused(CtaEmitter &e, TileDotOp first, TileDotOp second) {
-    SoftmaxOp softmax;
-    DScoresOp dscores;
-    PackDkvOp pack;
-    for (Operation *o = second->getNextNode(); o && !pack;
-         o = o->getNextNode()) {
-      if (!o->hasAttr(kFusedEpilogueAttr))
-        continue;
-      if (auto s = dyn_cast<SoftmaxOp>(o); s && !softmax)
-        softmax = s;
-      else if (auto d = dyn_cast<DScoresOp>(o); d && softmax && !dscores)
-        dscores = d;
-      else if (auto p = dyn_cast<PackDkvOp>(o); p && dscores)
-        pack = p;
-      else
-        break;
-    }
-    if (!pack || !mma || !canUseWgmmaDots(first, second, threads))
-      return first.emitOpError()
-             << "starts a fused epilogue (" << kFusedEpilogueAttr
-             << ") that is not the wgmma pair, softmax, dscores and pack_dkv";
-    if (!softmax.isGuarded())
-      return softmax.emitOpError() << "is unguarded; run the smla-guarded "
-                                      "pipeline before the GPU lowering";
-    EpilogueLanes l;
-    l.mask = lanes.lookup(softmax.getMask());
-    if (softmax.getPairMask())
-      l.pair = lanes.lookup(softmax.getPairMask());
-    l.live = lanes.lookup(softmax.getLive());
-    l.packMask = lanes.lookup(pack.getMask());
-    l.packIndex = lanes.lookup(pack.getIndices());
-    Value dsScale = scaleValue(e.b, e.loc, dscores,
-                               dscores.getScale().convertToDouble(), 1.0);
-    lowerFusedEpilogue(e, first, second, softmax, dscores, pack, l,
-                       softmaxK(e, softmax), dsScale);
-    for (Operation *o : {second.getOperation(), softmax.getOperation(),
-                         dscores.getOperation(), pack.getOperation()})
-      fusedAway.insert(o);
+    if (!fusedAway.contains(op))
+      lowerDScores(e, op);
     return success();
   }
 

@@ -144,18 +144,23 @@ struct ProductsEpilogue {
 void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second,
                            const ProductsEpilogue *epilogue = nullptr);
 /// The fused epilogue run of smla-defer-scatter (kFusedEpilogueAttr;
-/// LowerEpilogueWgmma.cpp): the wgmma pair, then softmax, dS and the pack
-/// in warpgroup 0's accumulators. `k` is softmax's scale times log2e and
-/// `dsScale` dscores' scale; the lane functions are those of the ops'
-/// masks (pair: softmax's pair mask or null), live rows and the pack's
-/// indices.
-struct EpilogueLanes {
-  LaneFn mask, pair, live, packMask, packIndex;
-};
-void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
-                        SoftmaxOp softmax, DScoresOp dscores, PackDkvOp pack,
-                        const EpilogueLanes &lanes, Value k, Value dsScale);
-/// The guarded softmax element (LowerTileOps.cpp): P of score `s` given
+/// LowerEpilogueWgmma.cpp), lowered at its first tile_dot: the wgmma
+/// pair, then softmax, dS and the pack in warpgroup 0's accumulators. The
+/// other ops of the run go into `fusedAway` (they lower to nothing).
+LogicalResult lowerFusedEpilogueRun(CtaEmitter &e, TileDotOp first,
+                                    TileDotOp second, const LaneMap &lanes,
+                                    DenseSet<Operation *> &fusedAway);
+/// softmax and dscores over their tiles (LowerSoftmax.cpp).
+LogicalResult lowerSoftmax(CtaEmitter &e, SoftmaxOp op, const LaneMap &lanes);
+void lowerDScores(CtaEmitter &e, DScoresOp op);
+/// The softmax scale of `op` times `factor`, as an f32 value: from the
+/// kernel's `sm_scale` argument when it has one (runtimeScale), else
+/// `attrScale` (the op's constant).
+Value scaleValue(OpBuilder &b, Location loc, Operation *op, double attrScale,
+                 double factor);
+/// softmax's scale times log2e.
+Value softmaxScaleLog2(CtaEmitter &e, SoftmaxOp op);
+/// The guarded softmax element (LowerSoftmax.cpp): P of score `s` given
 /// its row's lse in log2 units, `k` = scale * log2e and `ok()` (key valid
 /// and row live): exp2(min(s k - lse, clamp)), 0 unless ok, handed to
 /// `use`; then counts the clamped elements in the op's counters, or with
