@@ -78,6 +78,7 @@
 // RUN: FileCheck %s --check-prefix=FUSED-MANIFEST < %t/fe/manifest.json
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,epilogue=fused 2>&1 | FileCheck %s --check-prefix=FUSED-MMA
 // RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,epilogue=registers 2>&1 | FileCheck %s --check-prefix=FUSED-VALUE
+// RUN: not smla-compile -o %t/bad -quiet --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,epilogue=fused 2>&1 | FileCheck %s --check-prefix=FUSED-NONE
 // RUN: not smla-compile -o %t/bad -quiet --config heads=64,cluster=1 2>&1 | FileCheck %s --check-prefix=CLUSTER
 // RUN: not smla-compile -o %t/bad -quiet --config heads=64,scatter=wgmma,cluster=maybe 2>&1 | FileCheck %s --check-prefix=CLUSTER-VALUE
 // RUN: not smla-compile -o %t/bad -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1 2>&1 | FileCheck %s --check-prefix=CLUSTER-SPLIT
@@ -207,6 +208,9 @@
 // FUSED-MANIFEST: "epilogue": "fused"
 // FUSED-MMA: epilogue = fused needs scatter = wgmma
 // FUSED-VALUE: bad value 'registers' for configuration key 'epilogue'
+// At 256 threads (the default --cta-threads) no wgmma products, so
+// nothing to fuse: refused, not recorded in the manifest as fused.
+// FUSED-NONE: epilogue=fused fuses nothing here: it needs the wgmma block products of a 32-row CTA at block 64 on 512 threads
 // CLUSTER-MANIFEST: "head_blocks": 4
 // CLUSTER: cluster = 1 needs scatter = wgmma and tokens = 1
 // CLUSTER-VALUE: bad value 'maybe' for configuration key 'cluster'

@@ -101,6 +101,15 @@ static bool hasClusterKernel(ModuleOp module) {
   return found;
 }
 
+/// Whether smla-defer-scatter fused an epilogue into a kernel's products.
+static bool hasFusedEpilogue(ModuleOp module) {
+  bool found = false;
+  module.walk([&](gpu::GPUFuncOp f) {
+    found |= f->hasAttr(mlir::smla::kFusedEpilogueAttr);
+  });
+  return found;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAllPasses();
@@ -184,6 +193,20 @@ int main(int argc, char **argv) {
         std::string why = "cluster=1 builds no cluster here: it needs the "
                           "wgmma form (32-head CTAs) with an even number of "
                           "head blocks per group (tried head_blocks=" +
+                          std::to_string(split) + ")";
+        if (!last) {
+          if (!quiet)
+            llvm::errs() << "note: --config '" << text << "': " << why
+                         << " skipped\n";
+          continue;
+        }
+        return fail("--config '" + text + "': " + why);
+      }
+      // So does epilogue=fused: the manifest records it, so it must hold.
+      if (spec->fusedEpilogue && !hasFusedEpilogue(*module)) {
+        std::string why = "epilogue=fused fuses nothing here: it needs the "
+                          "wgmma block products of a 32-row CTA at block 64 "
+                          "on 512 threads (tried head_blocks=" +
                           std::to_string(split) + ")";
         if (!last) {
           if (!quiet)

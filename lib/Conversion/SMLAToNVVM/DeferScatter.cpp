@@ -205,8 +205,12 @@ void fuseIntoProducts(PackDkvOp pack, int64_t threads) {
   for (Operation *op : moved)
     op->moveBefore(first);
   pack->moveAfter(dscores);
+  auto mark = UnitAttr::get(pack.getContext());
   for (Operation *op : run)
-    op->setAttr(kFusedEpilogueAttr, UnitAttr::get(op->getContext()));
+    op->setAttr(kFusedEpilogueAttr, mark);
+  // On the kernel too: smla-compile refuses epilogue=fused where nothing
+  // was fused.
+  pack->getParentOfType<gpu::GPUFuncOp>()->setAttr(kFusedEpilogueAttr, mark);
 }
 
 /// The cluster operands of pack_dkv (partner tiles, mbarriers, count) and

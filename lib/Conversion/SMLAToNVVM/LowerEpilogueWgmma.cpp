@@ -48,7 +48,6 @@ struct EpilogueLanes {
 void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
                         SoftmaxOp softmax, DScoresOp dscores, PackDkvOp pack,
                         const EpilogueLanes &lanes, Value k, Value dsScale) {
-  constexpr int64_t kTileBytes = 64 * kCanonicalHalf * 2;
   bool cluster = !pack.getCluster().empty();
   Value count = cluster ? packCount(e, pack) : Value();
   // Row r = 2 i + x of this thread is h = 8 i + kq + x (i < 4, x < 2).
@@ -76,7 +75,7 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
   epilogue.after = [&](OpBuilder &b, Location loc, ArrayRef<Value> acc) {
     Mma m{b, loc};
     Value dsBase = m.base(pack.getPacked());
-    Value pBase = m.add(dsBase, kTileBytes);
+    Value pBase = m.add(dsBase, kPackedTileBytes);
     auto f32x2 = VectorType::get({2}, b.getF32Type());
     PartnerTiles partner =
         cluster ? partnerTiles(e, pack, count) : PartnerTiles();
@@ -104,7 +103,8 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
             clamped.push_back(over);
           ds[x] = dscoreElement(b, loc, p[x], dp, delta[r], dsScale);
         }
-        Value offset = packedPairOffset(b, loc, m.add(kq, 8 * i), keys[jj]);
+        Value offset = packedPairOffset(b, loc, m.add(kq, 8 * i),
+                                        m.div(keys[jj], 8), m.rem(keys[jj], 8));
         Value dsPair = m.packBf16(vector::FromElementsOp::create(
             b, loc, f32x2, ValueRange{ds[0], ds[1]}));
         Value pPair = m.packBf16(vector::FromElementsOp::create(
@@ -115,7 +115,7 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
                               /*alignment=*/4);
         if (cluster) {
           sendToPartner(e, partner, offset, dsPair);
-          sendToPartner(e, partner, m.add(offset, kTileBytes), pPair);
+          sendToPartner(e, partner, m.add(offset, kPackedTileBytes), pPair);
         }
       }
     if (cluster)

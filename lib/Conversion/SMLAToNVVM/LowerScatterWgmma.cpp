@@ -119,10 +119,11 @@ void armPartnerTiles(CtaEmitter &e, const PartnerTiles &t) {
             "r,r");
 }
 
-Value packedPairOffset(OpBuilder &b, Location loc, Value h, Value j) {
+Value packedPairOffset(OpBuilder &b, Location loc, Value h, Value jBlock,
+                       Value jLow) {
   Mma m{b, loc};
-  return m.add(m.add(m.mul(m.div(h, 8), 1024), m.mul(m.div(j, 8), 128)),
-               m.add(m.mul(m.rem(j, 8), 16), m.mul(m.rem(h, 8), 2)));
+  return m.add(m.add(m.mul(m.div(h, 8), 1024), m.mul(jBlock, 128)),
+               m.add(m.mul(jLow, 16), m.mul(m.rem(h, 8), 2)));
 }
 
 void writePackSlots(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
@@ -177,7 +178,7 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
   // Thread e of 1024 pairs per tile: j % 8 = e % 8, h / 2 = (e / 8) % 16,
   // j / 8 = e / 128 (a warp's stores fill 32 distinct banks).
   Value dsBase = m.base(op.getPacked());
-  Value pBase = m.add(dsBase, kSlots * kCanonicalHalf * 2);
+  Value pBase = m.add(dsBase, kPackedTileBytes);
   SmallVector<std::pair<Value, Value>> sent; // (byte offset, packed pair)
   for (int64_t i = 0; i < kSlots * kCanonicalHalf / 2 / e.threads; ++i) {
     Value at = m.add(e.tid, i * e.threads);
@@ -191,8 +192,7 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
       return m.packBf16(vector::FromElementsOp::create(
           b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{x0, x1}));
     };
-    Value offset = m.add(m.add(m.mul(m.div(h, 8), 1024), m.mul(jb, 128)),
-                         m.add(m.mul(j8, 16), m.mul(m.rem(h, 8), 2)));
+    Value offset = packedPairOffset(b, loc, h, jb, j8);
     Value ds = pack(op.getDs());
     LLVM::StoreOp::create(b, loc, ds, m.ptr(m.add(dsBase, offset), 3),
                           /*alignment=*/4);
@@ -201,7 +201,7 @@ void lowerPackDkv(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
                           /*alignment=*/4);
     if (!op.getCluster().empty()) {
       sent.push_back({offset, ds});
-      sent.push_back({m.add(offset, kSlots * kCanonicalHalf * 2), p});
+      sent.push_back({m.add(offset, kPackedTileBytes), p});
     }
   }
   if (!op.getCluster().empty()) {
@@ -345,7 +345,7 @@ void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op) {
       for (int64_t s = 0; s < 2; ++s)
         d = mmaAsync(m, kN, ValueRange{},
                      advance(m, descA,
-                             product * kSlots * kCanonicalHalf * 2 + s * 2048),
+                             product * kPackedTileBytes + s * 2048),
                      advance(m, descB, (product * 4 + 2 * s) * 128),
                      /*transB=*/true, d);
   commit(b, loc);
@@ -396,7 +396,7 @@ void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
     for (int64_t s = 0; s < 2; ++s)
       d = mmaAsync(
           m, kChunk, ValueRange{},
-          advance(m, descA, product * kSlots * kCanonicalHalf * 2 + s * 2048),
+          advance(m, descA, product * kPackedTileBytes + s * 2048),
           advance(m, descB, (product * 4 + 2 * s) * 128), /*transB=*/true, d);
   commit(b, loc);
   wait(b, loc, 0);

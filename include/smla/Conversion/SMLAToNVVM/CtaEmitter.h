@@ -176,14 +176,16 @@ Value softmaxRowLse(OpBuilder &b, Location loc, SoftmaxOp op, Value h);
 Value dscoreElement(OpBuilder &b, Location loc, Value p, Value dp,
                     Value delta, Value scale);
 /// pack_dkv's pieces (LowerScatterWgmma.cpp): the byte offset of the bf16
-/// pair (rows h, h + 1; slot j) in a K-major canonical [64][32] tile; the
+/// pair (rows h, h + 1; slot j = 8 jBlock + jLow) in a K-major canonical
+/// [64][32] tile; the
 /// slot writes (threads firstThread + j, j < 64; the slots' own fence is
 /// the barrier that follows); the cluster form's pack count (every
 /// thread keeps its own) and its advance; the partner's buffer count % 2
 /// (its address in the partner CTA's window, the partner's rank, the
 /// mbarrier), one pair's st.async to the same byte there, and thread 0
 /// arming its own mbarrier for the partner's 8 KB.
-Value packedPairOffset(OpBuilder &b, Location loc, Value h, Value j);
+Value packedPairOffset(OpBuilder &b, Location loc, Value h, Value jBlock,
+                       Value jLow);
 void writePackSlots(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
                     const LaneFn &index, int64_t firstThread);
 Value packCount(CtaEmitter &e, PackDkvOp op);

@@ -141,9 +141,11 @@ void stageTokenRows(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
 
 /// Rows per half of the canonical [q; do] tile (the CTA's rows).
 constexpr int64_t kCanonicalHalf = 32;
-/// Bytes of one block's packed dS^T and P^T ([2][64 slots][32 rows] bf16)
-/// that a cluster's pack_dkv sends to its partner (smla-defer-scatter).
-constexpr int64_t kPartnerTileBytes = 2 * 64 * kCanonicalHalf * 2;
+/// Bytes of one packed tile, dS^T or P^T ([64 slots][32 rows] bf16; P^T
+/// follows dS^T), and of both, which a cluster's pack_dkv sends to its
+/// partner (smla-defer-scatter).
+constexpr int64_t kPackedTileBytes = 64 * kCanonicalHalf * 2;
+constexpr int64_t kPartnerTileBytes = 2 * kPackedTileBytes;
 /// Bytes between core-matrix columns (8 columns) of that 64-row tile.
 constexpr int64_t kCanonicalStride = 2 * kCanonicalHalf / 8 * 128;
 /// Marks a view of the canonical [q; do] tile with its first row (0: q,
@@ -174,7 +176,8 @@ constexpr int64_t kSwizzleSlab = 64 * 128;
 /// pack_dkv that reads them, in that order. The lowering emits the run at
 /// its first tile_dot with S and dP in that warpgroup's accumulator
 /// registers (the tiles are not touched), and smla-insert-barriers sees
-/// the run as one op at that place.
+/// the run as one op at that place. The gpu.func of such a run carries
+/// the mark too (smla-compile checks that epilogue=fused fused something).
 constexpr llvm::StringLiteral kFusedEpilogueAttr = "smla.fused_epilogue";
 
 /// `fence.proxy.async.shared::cta`: generic-proxy writes of shared memory
