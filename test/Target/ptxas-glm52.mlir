@@ -76,6 +76,11 @@
 // RUN: grep -c "wgmma.mma_async" %t/fe/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
 // RUN: grep -c "ex2.approx" %t/fe/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-EX2
 // RUN: FileCheck %s --check-prefix=FUSED-MANIFEST < %t/fe/manifest.json
+// RUN: smla-compile -o %t/fc -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=fused
+// RUN: FileCheck %s --check-prefix=FUSED-B1C < %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptxas.txt
+// RUN: grep -c "ex2.approx" %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-EX2
+// RUN: grep -c "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32" %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-B1-SEND
+// RUN: FileCheck %s --check-prefix=FUSED-B1-SMEM < %t/fc/manifest.json
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,epilogue=fused 2>&1 | FileCheck %s --check-prefix=FUSED-MMA
 // RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,epilogue=registers 2>&1 | FileCheck %s --check-prefix=FUSED-VALUE
 // RUN: not smla-compile -o %t/bad -quiet --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,epilogue=fused 2>&1 | FileCheck %s --check-prefix=FUSED-NONE
@@ -207,6 +212,16 @@
 // FUSED-EX2: 16
 // FUSED-MANIFEST: "epilogue": "fused"
 // FUSED-MMA: epilogue = fused needs scatter = wgmma
+// B1's cluster kernel for a base-2 lse (the library's): no spill at the
+// 128-register cap of 512 threads, the same 16 exp2, the 16 bf16 pairs
+// of dS^T and P^T sent to the partner straight from the registers (one
+// st.async each), and without the f32 S and dP tiles 17,408 bytes less
+// shared memory than the CTA-wide kernel's 227,328 (WGMMA-B1-SMEM).
+// FUSED-B1C-NOT: C7520
+// FUSED-B1C: Function properties for smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16_bwd
+// FUSED-B1C-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// FUSED-B1-SEND: {{^}}16{{$}}
+// FUSED-B1-SMEM: "dynamic_smem": 209920
 // FUSED-VALUE: bad value 'registers' for configuration key 'epilogue'
 // At 256 threads (the default --cta-threads) no wgmma products, so
 // nothing to fuse: refused, not recorded in the manifest as fused.

@@ -91,7 +91,13 @@ CASES = {
     # Five blocks of 64 per CTA: the H = 64 cluster's hand-off uses both
     # of its buffers and both mbarrier parities (one block uses one).
     "H64_blocks": (dict(H=64, T=8, K=300, S=2000), {}),
+    # The base-2 cluster kernels run the fused epilogue, the natural ones
+    # the CTA-wide one (kernels/CMakeLists.txt): several blocks of each.
+    "H64_blocks_positions": (dict(H=64, T=8, K=300, S=2000,
+                                  positions=shard_positions(8, 2000)), {}),
+    "H64_lse_e": (dict(H=64, T=8, K=300, S=2000, lse_base="e"), {}),
     "H128": (dict(H=128, T=6), {}),
+    "H128_blocks_base2": (dict(H=128, T=6, K=300, S=2000), {}),
     # The same for H = 128's two clusters of head-block pairs per token.
     "H128_blocks": (dict(H=128, T=6, K=300, S=2000, lse_base="e",
                          positions=shard_positions(6, 2000)), {}),

@@ -211,6 +211,9 @@ void fuseIntoProducts(PackDkvOp pack, int64_t threads) {
   // On the kernel too: smla-compile refuses epilogue=fused where nothing
   // was fused.
   pack->getParentOfType<gpu::GPUFuncOp>()->setAttr(kFusedEpilogueAttr, mark);
+  // Nothing reads or writes the tiles any more: no shared memory for them.
+  for (Value tile : {sTile, dpTile})
+    rootAlloca(tile)->setAttr(kFusedEpilogueAttr, mark);
 }
 
 /// The cluster operands of pack_dkv (partner tiles, mbarriers, count) and

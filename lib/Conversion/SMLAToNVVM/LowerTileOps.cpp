@@ -53,6 +53,21 @@ public:
         return op->emitOpError() << "still has uses after lowering";
       op->erase();
     }
+    // The S and dP tiles of a fused epilogue are never touched: their
+    // allocas (and views) go with the ops that named them.
+    SmallVector<memref::AllocaOp> deadTiles;
+    func.walk([&](memref::AllocaOp a) {
+      if (a->hasAttr(kFusedEpilogueAttr))
+        deadTiles.push_back(a);
+    });
+    for (memref::AllocaOp a : deadTiles) {
+      for (Operation *user : llvm::make_early_inc_range(a->getUsers())) {
+        if (!user->use_empty())
+          return user->emitOpError() << "still has uses after lowering";
+        user->erase();
+      }
+      a->erase();
+    }
     // The accumulators in registers leave their (sub)view chain unused.
     for (Value acc : dqViews) {
       for (Operation *def = acc.getDefiningOp(); def;) {

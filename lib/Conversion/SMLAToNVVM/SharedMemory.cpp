@@ -137,7 +137,8 @@ struct SMLAAllocateSmemPass
       // dQ accumulators in registers (smla-gpu-map's mark) get no bytes.
       SmallVector<memref::AllocaOp> allocas;
       func.walk([&](memref::AllocaOp a) {
-        if (isWorkgroup(a.getType()) && !a->hasAttr(kDqRegistersAttr))
+        if (isWorkgroup(a.getType()) && !a->hasAttr(kDqRegistersAttr) &&
+            !a->hasAttr(kFusedEpilogueAttr))
           allocas.push_back(a);
       });
       if (allocas.empty())

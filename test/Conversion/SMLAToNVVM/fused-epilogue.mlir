@@ -3,6 +3,8 @@
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true" --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=LOWER
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true" --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=NOTILE
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=TILE
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true" --smla-allocate-smem %s | FileCheck %s --check-prefix=SMEM
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem %s | FileCheck %s --check-prefix=SMEM-CTA
 
 // The token-pair kernel of defer-scatter.mlir with smla-defer-scatter's
 // fuse-epilogue (the configuration key epilogue=fused): softmax, dscores
@@ -76,6 +78,7 @@
 // rows]: none into the f32 S and dP tiles, which the products of the
 // unfused form (TILE, the same pattern) fill.
 // NOTILE-LABEL: gpu.func @pair_bwd
+// NOTILE-NOT: memref<32x68xf32
 // NOTILE-NOT: memref.store %{{.*}} : memref<32x64xf32
 // NOTILE: gpu.return
 // TILE-LABEL: gpu.func @pair_bwd
@@ -86,3 +89,13 @@ func.func @pair(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref
   smla.sparse_attention_bwd q(%q : memref<?x32x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x32x512xbf16>) dout(%dout : memref<?x32x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x32xf32>) dq(%dq : memref<?x32x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<3xi64>) {config = #smla.config<d = 512, dt = 64, heads = 32, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 1, tokens = 2>, sm_scale = 0.0416 : f32}
   return
 }
+
+// Nothing touches the f32 S and dP tiles any more: smla-defer-scatter
+// marks their allocas, smla-allocate-smem gives them no bytes (2 x 32 x
+// 68 x 4 = 17,408 fewer than the CTA-wide form's), and the lowering
+// erases them.
+// SMEM-LABEL: gpu.func @pair_bwd
+// SMEM-SAME: smla.dynamic_smem = 156672
+// SMEM-COUNT-2: memref.alloca() {smla.fused_epilogue} : memref<32x68xf32, #gpu.address_space<workgroup>>
+// SMEM-CTA-LABEL: gpu.func @pair_bwd
+// SMEM-CTA-SAME: smla.dynamic_smem = 174080
