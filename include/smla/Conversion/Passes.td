@@ -272,7 +272,9 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     the five ops `smla.fused_epilogue`. The lowering then runs softmax, dS
     and the pack in warpgroup 0's wgmma accumulators, right after the
     products: no f32 S / dP tile stores or loads, no CTA-wide softmax
-    pass, two barriers fewer a step.
+    pass, two barriers fewer a step. It marks the S and dP tiles' allocas
+    too: nothing touches them any more, so smla-allocate-smem gives them
+    no bytes and the lowering erases them.
 
     Before (one step):
     ```mlir
@@ -324,7 +326,9 @@ def SMLAAllocateSmem : Pass<"smla-allocate-smem", "::mlir::gpu::GPUModuleOp"> {
     kernel's `smla.dynamic_smem` attribute.
 
     A dQ accumulator whose alloca `smla-gpu-map` marked
-    `smla.dq_registers` lives in registers and gets no bytes.
+    `smla.dq_registers` lives in registers and gets no bytes, and so does
+    an S or dP tile that `smla-defer-scatter` marked `smla.fused_epilogue`
+    (its ops run in the products' registers).
 
     Before:
     ```mlir
