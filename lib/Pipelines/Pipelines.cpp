@@ -42,7 +42,8 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
                                         int64_t ctasPerSm, bool prefetchKeys,
                                         bool wgmmaScatter,
                                         bool clusterHeadBlocks,
-                                        bool fusedEpilogue) {
+                                        bool fusedEpilogue,
+                                        bool overlapChunk) {
   buildGuardedPipeline(pm);
   SMLAGpuMapOptions mapOptions;
   mapOptions.threads = threads;
@@ -57,6 +58,7 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
     kernels.addPass(createSMLAPrefetchKeys());
   SMLADeferScatterOptions deferOptions;
   deferOptions.fuseEpilogue = fusedEpilogue;
+  deferOptions.overlapChunk = overlapChunk;
   kernels.addPass(createSMLADeferScatter(deferOptions));
   // The split scatter's guard lives in its pack_dkv: checked here, while
   // the tile ops are still there to check.

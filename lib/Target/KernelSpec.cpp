@@ -108,7 +108,9 @@ llvm::json::Object KernelSpec::manifestConfig() const {
   if (cluster)
     o["cluster"] = true;
   if (fusedEpilogue)
-    o["epilogue"] = "fused";
+    o["epilogue"] = overlapChunk ? "overlap" : "fused";
+  if (maxSpillBytes)
+    o["max_spill"] = maxSpillBytes;
   return o;
 }
 
@@ -170,9 +172,13 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     else if (key == "cluster")
       ok = boolean(s.cluster);
     else if (key == "epilogue") {
-      ok = value == "cta" || value == "fused";
-      s.fusedEpilogue = value == "fused";
+      ok = value == "cta" || value == "fused" || value == "overlap";
+      s.fusedEpilogue = value == "fused" || value == "overlap";
+      s.overlapChunk = value == "overlap";
     }
+    else if (key == "max_spill")
+      ok = integer(s.maxSpillBytes) && s.maxSpillBytes >= 0 &&
+           s.maxSpillBytes <= 64;
     else if (key == "dq")
       ok = type(s.dqF32);
     else if (key == "dkv")
@@ -188,7 +194,7 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       return fail("unknown configuration key '" + key +
                   "' (expected d, dt, heads, groups, block, head_blocks, "
                   "tokens, lse, positions, dq, dkv, threads, ctas_per_sm, "
-                  "scatter, cluster, epilogue)");
+                  "scatter, cluster, epilogue, max_spill)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");

@@ -81,6 +81,16 @@
 // RUN: grep -c "ex2.approx" %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-EX2
 // RUN: grep -c "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32" %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-B1-SEND
 // RUN: FileCheck %s --check-prefix=FUSED-B1-SMEM < %t/fc/manifest.json
+// RUN: smla-compile -o %t/ov -quiet --cta-threads 512 --config d=512,dt=64,heads=32,groups=1,block=64,tokens=2,lse=base2,positions=1,dq=bf16,dkv=bf16,scatter=wgmma,epilogue=overlap
+// RUN: FileCheck %s --check-prefix=WGMMA-PTXAS < %t/ov/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptxas.txt
+// RUN: FileCheck %s --check-prefix=OVERLAP-PTX < %t/ov/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx
+// RUN: FileCheck %s --check-prefix=OVERLAP-MANIFEST < %t/ov/manifest.json
+// RUN: not smla-compile -o %t/bad -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=overlap 2>&1 | FileCheck %s --check-prefix=OVERLAP-SPILL
+// RUN: smla-compile -o %t/ovc -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=overlap,max_spill=16
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 0, 1;" %t/ovc/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=OVERLAP-B1-N32
+// RUN: FileCheck %s --check-prefix=OVERLAP-PTX < %t/ovc/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx
+// RUN: FileCheck %s --check-prefix=OVERLAP-B1-MANIFEST < %t/ovc/manifest.json
+// RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,max_spill=100 2>&1 | FileCheck %s --check-prefix=OVERLAP-MAXSPILL
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,epilogue=fused 2>&1 | FileCheck %s --check-prefix=FUSED-MMA
 // RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,epilogue=registers 2>&1 | FileCheck %s --check-prefix=FUSED-VALUE
 // RUN: not smla-compile -o %t/bad -quiet --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,epilogue=fused 2>&1 | FileCheck %s --check-prefix=FUSED-NONE
@@ -212,6 +222,22 @@
 // FUSED-EX2: 16
 // FUSED-MANIFEST: "epilogue": "fused"
 // FUSED-MMA: epilogue = fused needs scatter = wgmma
+// epilogue=overlap: the last dKV chunk in warpgroups 1-3 alongside the
+// fused run, ordered by named barrier 1 (one arrive in the chunk, one
+// sync in warpgroup 0), the token-pair kernel still without spill. B1's
+// cluster kernel spills 8 bytes that way (a loop invariant; measured
+// 1.08x faster all the same): refused unless the configuration accepts
+// it with max_spill, which the manifest records. Its chunk runs as 8
+// m64n32k16 (own and partner rows, two products, two k steps) per
+// warpgroup instead of m64n24k16.
+// OVERLAP-PTX: bar.arrive 1, 512;
+// OVERLAP-PTX: bar.sync 1, 512;
+// OVERLAP-PTX-NOT: bar.arrive
+// OVERLAP-MANIFEST: "epilogue": "overlap"
+// OVERLAP-SPILL: kernel smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16_bwd spills registers ({{[0-9]+}} bytes stored, max_spill=0;
+// OVERLAP-B1-N32: {{^}}8{{$}}
+// OVERLAP-B1-MANIFEST: "max_spill": 16
+// OVERLAP-MAXSPILL: bad value '100' for configuration key 'max_spill'
 // B1's cluster kernel for a base-2 lse (the library's): no spill at the
 // 128-register cap of 512 threads, the same 16 exp2, the 16 bf16 pairs
 // of dS^T and P^T sent to the partner straight from the registers (one

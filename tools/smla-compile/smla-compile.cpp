@@ -175,7 +175,7 @@ int main(int argc, char **argv) {
       PassManager kernelsPm(&context);
       buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys,
                              spec->wgmmaScatter, spec->cluster,
-                             spec->fusedEpilogue);
+                             spec->fusedEpilogue, spec->overlapChunk);
       if (failed(kernelsPm.run(*module))) {
         if (!last) {
           if (!quiet)
@@ -279,9 +279,14 @@ int main(int argc, char **argv) {
         llvm::outs() << u.entry << ": " << u.registers << " registers, "
                      << u.spillStores << " bytes spill stores, " << u.spillLoads
                      << " bytes spill loads\n";
-      if ((u.spillStores != 0 || u.spillLoads != 0) && !allowSpills)
+      if ((u.spillStores > spec->maxSpillBytes ||
+           u.spillLoads > spec->maxSpillBytes) &&
+          !allowSpills)
         return fail("--config '" + text + "': kernel " + u.entry +
-                    " spills registers (see " + name + ".ptxas.txt)");
+                    " spills registers (" + std::to_string(u.spillStores) +
+                    " bytes stored, max_spill=" +
+                    std::to_string(spec->maxSpillBytes) + "; see " + name +
+                    ".ptxas.txt)");
     }
     auto cubin = llvm::MemoryBuffer::getFile(cubinPath, false, false);
     if (!cubin)

@@ -29,6 +29,10 @@ race() { # lib name env...: racecheck on the configurations the env selects
   local l=$1 n=$2; shift 2
   env "$@" SMLA_KERNEL_DIR=$(lib $l) timeout 200 compute-sanitizer --tool racecheck --racecheck-report hazard --error-exitcode 3 python3 scripts/sanitizer_cases.py > $OUT/race-$l-$n.txt 2>&1; echo "$l racecheck $n rc=$?"; grep -E "^(ok|BAD)|configurations|ERROR SUMMARY" $OUT/race-$l-$n.txt | tail -6
 }
+spills() { # lib kernel: where its spills are (SASS around STL / LDL)
+  cuobjdump -sass $(lib $1)/$2.cubin > /tmp/sass-$2.txt 2>&1
+  grep -n -B12 -A4 "STL\|LDL" /tmp/sass-$2.txt > $OUT/spills-$2.txt
+}
 mem() { # lib: memcheck on every configuration
   SMLA_KERNEL_DIR=$(lib $1) SMLA_SANITIZE_LIMIT=100 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 python3 scripts/sanitizer_cases.py > $OUT/mem-$1.txt 2>&1; echo "$1 memcheck rc=$?"; tail -2 $OUT/mem-$1.txt
 }
@@ -58,6 +62,35 @@ case $call in
 3) # the harness with the peers on the shapes whose kernels changed
   SMLA_GPU_STEPS="bench" SMLA_BENCH_SHAPES="B1" bash scripts/gpu.sh $OUT/gpu build/kernels > $OUT/gpu.txt 2>&1; echo "gpu.sh rc=$?"
   cat $OUT/gpu/summary.txt ;;
+4) # the last dKV chunk on warpgroups 1-3 alongside warpgroup 0's fused run
+   # ("ov": epilogue=overlap wherever the library has epilogue=fused; the
+   # cluster kernels spill 8-16 bytes) against the adopted library
+   binding
+   tests ov
+   race ov h64 SMLA_SANITIZE_HEADS=64 SMLA_SANITIZE_LIMIT=1
+   race ov t2 SMLA_SANITIZE_TOKENS=2 SMLA_SANITIZE_LIMIT=1
+   race ov h32 SMLA_SANITIZE_HEADS=32 SMLA_SANITIZE_LIMIT=1 SMLA_SANITIZE_TOKENS=0
+   rounds 3 330 "B1 B2" dt ov
+   rounds 2 450 "H128 B3 H32" ov dt ;;
+5) # the adopted library (build/kernels = scratch/s23/ov2: epilogue=overlap
+   # on every fused kernel, the warpgroup-0 stores and sends after the named
+   # barrier with their addresses computed there; the clusters' 8-16 bytes
+   # of spill accepted by max_spill=16): the GPU command but the benchmarks,
+   # racecheck on the overlap kernels, two rounds against dt, where the
+   # clusters spill (SASS), the harness on B1
+  SMLA_GPU_STEPS="tests replay sanitize" bash scripts/gpu.sh $OUT/gpu build/kernels > $OUT/gpu.txt 2>&1; echo "gpu.sh rc=$?"
+  cat $OUT/gpu/summary.txt
+  tar czf $OUT/gpu.tgz -C $OUT gpu && rm -rf $OUT/gpu
+  race ov2 h64 SMLA_SANITIZE_HEADS=64 SMLA_SANITIZE_LIMIT=2
+  race ov2 h128 SMLA_SANITIZE_HEADS=128 SMLA_SANITIZE_LIMIT=1
+  race ov2 t2 SMLA_SANITIZE_TOKENS=2 SMLA_SANITIZE_LIMIT=2
+  race ov2 h32 SMLA_SANITIZE_HEADS=32 SMLA_SANITIZE_LIMIT=1 SMLA_SANITIZE_TOKENS=0
+  cat $OUT/race-ov2-* > $OUT/races.txt && rm $OUT/race-ov2-*
+  rounds 2 300 "B1 B2" ov2 dt
+  rounds 2 380 "H128 B3 H32" dt ov2
+  spills ov2 smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16
+  SMLA_GPU_STEPS="bench" SMLA_BENCH_SHAPES="B1" bash scripts/gpu.sh $OUT/gpu2 build/kernels > $OUT/gpu2.txt 2>&1; echo "gpu.sh bench rc=$?"
+  grep -A4 "^shape" $OUT/gpu2/summary.txt; rm -rf $OUT/gpu2 $OUT/gpu2.txt $OUT/cmake.log ;;
 esac
 # At most 8 files come back: the GPU command's folder as one archive.
 [ -d $OUT/gpu ] && tar czf $OUT/gpu.tgz -C $OUT gpu && rm -rf $OUT/gpu

@@ -306,6 +306,10 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     Option<"fuseEpilogue", "fuse-epilogue", "bool", /*default=*/"false",
            "Fuse softmax, dscores and pack_dkv into the wgmma block "
            "products' warpgroup (smla.fused_epilogue)">,
+    Option<"overlapChunk", "overlap-chunk", "bool", /*default=*/"false",
+           "With fuse-epilogue: the step's last dKV chunk runs in "
+           "warpgroups 1-3 while warpgroup 0 runs the fused epilogue "
+           "(smla.overlap_run)">,
   ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::arith::ArithDialect"];

@@ -30,12 +30,15 @@ void buildCpuPipeline(OpPassManager &pm);
 /// cluster=1) runs a wgmma kernel's head blocks per token (an even number)
 /// in clusters of two that split the dKV columns. `fusedEpilogue` (the
 /// key epilogue=fused) runs softmax, dS and the pack in the wgmma block
-/// products' warpgroup (smla-defer-scatter's fuse-epilogue).
+/// products' warpgroup (smla-defer-scatter's fuse-epilogue);
+/// `overlapChunk` (the key epilogue=overlap) also runs the step's last
+/// dKV chunk in warpgroups 1-3 alongside it (overlap-chunk).
 void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
                             int64_t ctasPerSm = 1, bool prefetchKeys = true,
                             bool wgmmaScatter = false,
                             bool clusterHeadBlocks = false,
-                            bool fusedEpilogue = false);
+                            bool fusedEpilogue = false,
+                            bool overlapChunk = false);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

@@ -67,6 +67,15 @@ struct KernelSpec {
   /// fuse-epilogue). Not part of the name; the manifest's config records
   /// it (`"epilogue": "fused"`).
   bool fusedEpilogue = false;
+  /// Key `epilogue=overlap`: `fused`, plus the step's last dKV chunk run
+  /// by warpgroups 1-3 while warpgroup 0 runs the fused epilogue
+  /// (smla-defer-scatter's overlap-chunk; the manifest records
+  /// `"epilogue": "overlap"`).
+  bool overlapChunk = false;
+  /// Key `max_spill`: bytes of register spill (stores, and loads) that
+  /// smla-compile accepts for this configuration's kernels (default 0: a
+  /// kernel that spills is refused). Recorded in the manifest when set.
+  int64_t maxSpillBytes = 0;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16
   /// (with `_s2` after the block for two head blocks per group, `_t2`

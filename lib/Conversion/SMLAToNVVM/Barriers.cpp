@@ -119,10 +119,10 @@ void operandEffects(Operation *op, SmallVectorImpl<Value> &reads,
       .Default([](Operation *) {});
 }
 
-/// The ops of a fused epilogue run (kFusedEpilogueAttr) that starts at
-/// `op`, its first tile_dot; empty if `op` does not start one.
-SmallVector<Operation *> fusedRun(Operation *op) {
-  auto first = dyn_cast<TileDotOp>(op);
+/// The ops of a fused epilogue run (kFusedEpilogueAttr) from its first
+/// tile_dot `op`; empty if `op` does not start one.
+SmallVector<Operation *> runFrom(Operation *op) {
+  auto first = dyn_cast_or_null<TileDotOp>(op);
   auto second = first ? dyn_cast_or_null<TileDotOp>(op->getNextNode())
                       : TileDotOp();
   if (!second || !first->hasAttr(kFusedEpilogueAttr) ||
@@ -139,6 +139,22 @@ SmallVector<Operation *> fusedRun(Operation *op) {
   return run;
 }
 
+/// The run that starts at `op`: at its first tile_dot, or at the chunk
+/// that runs alongside it (kOverlapRunAttr; the chunk, then the run,
+/// whose tile_dot then starts nothing); empty if `op` starts none.
+SmallVector<Operation *> fusedRun(Operation *op) {
+  if (op->hasAttr(kOverlapRunAttr)) {
+    SmallVector<Operation *> run = runFrom(op->getNextNode());
+    if (!run.empty())
+      run.insert(run.begin(), op);
+    return run;
+  }
+  if (Operation *prev = op->getPrevNode();
+      prev && prev->hasAttr(kOverlapRunAttr))
+    return {};
+  return runFrom(op);
+}
+
 SmallVector<Access> accessesOf(Operation *op) {
   // Waiting for cp.async groups completes writes into shared memory that
   // other threads issued: a write of anything, as far as they can tell.
@@ -147,14 +163,17 @@ SmallVector<Access> accessesOf(Operation *op) {
   SmallVector<Value> reads, writes;
   // A fused epilogue run is lowered at its first tile_dot, with S and dP
   // in registers: its accesses are all there, less those of the tiles.
-  if (op->hasAttr(kFusedEpilogueAttr)) {
+  // A chunk that runs alongside it (kOverlapRunAttr) is part of it.
+  if (op->hasAttr(kFusedEpilogueAttr) || op->hasAttr(kOverlapRunAttr)) {
     SmallVector<Operation *> run = fusedRun(op);
     if (run.empty())
       return {};
     for (Operation *o : run)
       operandEffects(o, reads, writes);
-    Value tiles[] = {cast<TileDotOp>(run[0]).getResult(),
-                     cast<TileDotOp>(run[1]).getResult()};
+    SmallVector<Value> tiles;
+    for (Operation *o : run)
+      if (auto dot = dyn_cast<TileDotOp>(o))
+        tiles.push_back(dot.getResult());
     auto isTile = [&](Value v) { return llvm::is_contained(tiles, v); };
     llvm::erase_if(reads, isTile);
     llvm::erase_if(writes, isTile);

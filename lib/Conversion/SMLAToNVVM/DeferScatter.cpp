@@ -144,7 +144,7 @@ bool movable(Operation *op) {
 /// (S, dP) -> dP in place, the pack reading both. What sits between the
 /// products and the pack (chunk 2, the pack's index masks) moves before
 /// the products, in order; the pack moves right after dscores.
-void fuseIntoProducts(PackDkvOp pack, int64_t threads) {
+void fuseIntoProducts(PackDkvOp pack, int64_t threads, bool overlap) {
   Block *body = pack->getBlock();
   Value sTile = pack.getProbs(), dpTile = pack.getDs();
   TileDotOp qDot, doDot;
@@ -205,6 +205,15 @@ void fuseIntoProducts(PackDkvOp pack, int64_t threads) {
   for (Operation *op : moved)
     op->moveBefore(first);
   pack->moveAfter(dscores);
+  // With overlap, the last chunk moved goes right before the products
+  // (after the pure ops moved with it) and runs alongside them.
+  if (overlap)
+    for (Operation *op : llvm::reverse(moved))
+      if (isa<ScatterPackedOp>(op)) {
+        op->moveBefore(first);
+        op->setAttr(kOverlapRunAttr, UnitAttr::get(op->getContext()));
+        break;
+      }
   auto mark = UnitAttr::get(pack.getContext());
   for (Operation *op : run)
     op->setAttr(kFusedEpilogueAttr, mark);
@@ -290,7 +299,7 @@ Cluster clusterOf(ScatterDkvOp scatter, Value packed) {
   return c;
 }
 
-void defer(ScatterDkvOp scatter, int64_t threads, bool fuse) {
+void defer(ScatterDkvOp scatter, int64_t threads, bool fuse, bool overlap) {
   auto loop = dyn_cast<scf::ForOp>(scatter->getParentOp());
   if (!loop || !canUseWgmma(scatter, threads) || !scatter.getMask())
     return;
@@ -365,7 +374,7 @@ void defer(ScatterDkvOp scatter, int64_t threads, bool fuse) {
   scatter.erase();
   packedDq(pack, threads);
   if (fuse)
-    fuseIntoProducts(pack, threads);
+    fuseIntoProducts(pack, threads, overlap);
 }
 
 struct SMLADeferScatterPass
@@ -381,7 +390,7 @@ struct SMLADeferScatterPass
       func.walk([&](ScatterDkvOp op) { work.push_back({op, threads}); });
     });
     for (auto [op, threads] : work)
-      defer(op, threads, fuseEpilogue);
+      defer(op, threads, fuseEpilogue, overlapChunk);
   }
 };
 } // namespace

@@ -47,7 +47,8 @@ struct EpilogueLanes {
 /// dscores' scale.
 void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
                         SoftmaxOp softmax, DScoresOp dscores, PackDkvOp pack,
-                        const EpilogueLanes &lanes, Value k, Value dsScale) {
+                        const EpilogueLanes &lanes, Value k, Value dsScale,
+                        bool overlap) {
   bool cluster = !pack.getCluster().empty();
   Value count = cluster ? packCount(e, pack) : Value();
   // Row r = 2 i + x of this thread is h = 8 i + kq + x (i < 4, x < 2).
@@ -80,6 +81,18 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
     PartnerTiles partner =
         cluster ? partnerTiles(e, pack, count) : PartnerTiles();
     SmallVector<Value> delta, clamped;
+    // With a chunk alongside (overlap), the local stores wait for its
+    // reads of the packed tiles: the pairs (of row block i, key jj) are
+    // kept until the named barrier, their addresses computed after it.
+    struct Deferred {
+      int64_t i, jj;
+      Value ds, p;
+    };
+    SmallVector<Deferred> deferred;
+    auto offsetOf = [&](int64_t i, int64_t jj) {
+      return packedPairOffset(b, loc, m.add(kq, 8 * i), m.div(keys[jj], 8),
+                              m.rem(keys[jj], 8));
+    };
     for (int64_t i = 0; i < 4; ++i)
       for (int64_t x = 0; x < 2; ++x)
         delta.push_back(memref::LoadOp::create(
@@ -103,21 +116,42 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
             clamped.push_back(over);
           ds[x] = dscoreElement(b, loc, p[x], dp, delta[r], dsScale);
         }
-        Value offset = packedPairOffset(b, loc, m.add(kq, 8 * i),
-                                        m.div(keys[jj], 8), m.rem(keys[jj], 8));
         Value dsPair = m.packBf16(vector::FromElementsOp::create(
             b, loc, f32x2, ValueRange{ds[0], ds[1]}));
         Value pPair = m.packBf16(vector::FromElementsOp::create(
             b, loc, f32x2, ValueRange{p[0], p[1]}));
-        LLVM::StoreOp::create(b, loc, dsPair, m.ptr(m.add(dsBase, offset), 3),
-                              /*alignment=*/4);
-        LLVM::StoreOp::create(b, loc, pPair, m.ptr(m.add(pBase, offset), 3),
-                              /*alignment=*/4);
-        if (cluster) {
+        Value offset;
+        if (overlap) {
+          deferred.push_back({i, jj, dsPair, pPair});
+        } else {
+          offset = offsetOf(i, jj);
+          LLVM::StoreOp::create(b, loc, dsPair,
+                                m.ptr(m.add(dsBase, offset), 3),
+                                /*alignment=*/4);
+          LLVM::StoreOp::create(b, loc, pPair, m.ptr(m.add(pBase, offset), 3),
+                                /*alignment=*/4);
+        }
+        if (cluster && !overlap) {
           sendToPartner(e, partner, offset, dsPair);
           sendToPartner(e, partner, m.add(offset, kPackedTileBytes), pPair);
         }
       }
+    if (overlap)
+      syncOverlap(b, loc);
+    for (const Deferred &x : deferred) {
+      Value offset = offsetOf(x.i, x.jj);
+      LLVM::StoreOp::create(b, loc, x.ds, m.ptr(m.add(dsBase, offset), 3),
+                            /*alignment=*/4);
+      LLVM::StoreOp::create(b, loc, x.p, m.ptr(m.add(pBase, offset), 3),
+                            /*alignment=*/4);
+      if (cluster) {
+        sendToPartner(e, partner, offset, x.ds);
+        sendToPartner(e, partner, m.add(offset, kPackedTileBytes), x.p);
+      }
+    }
+    // The slots too wait for the chunk's loads: warpgroup 0 writes them.
+    if (overlap)
+      writePackSlots(e, pack, lanes.packMask, lanes.packIndex, 0);
     if (cluster)
       armPartnerTiles(e, partner);
     // The 16 elements' clamps in one count (one branch, not 16).
@@ -127,7 +161,8 @@ void lowerFusedEpilogue(CtaEmitter &e, TileDotOp first, TileDotOp second,
   lowerTileDotPairWgmma(e, first, second, &epilogue);
   // The slots are plain stores (read by generic loads): warpgroup 1 writes
   // them while warpgroup 0 runs the products.
-  writePackSlots(e, pack, lanes.packMask, lanes.packIndex, 128);
+  if (!overlap)
+    writePackSlots(e, pack, lanes.packMask, lanes.packIndex, 128);
   if (cluster)
     advancePackCount(e, pack, count);
 }
@@ -167,8 +202,10 @@ LogicalResult lowerFusedEpilogueRun(CtaEmitter &e, TileDotOp first,
   l.packIndex = lanes.lookup(pack.getIndices());
   Value dsScale = scaleValue(e.b, e.loc, dscores,
                              dscores.getScale().convertToDouble(), 1.0);
+  Operation *prev = first->getPrevNode();
+  bool overlap = prev && prev->hasAttr(kOverlapRunAttr);
   lowerFusedEpilogue(e, first, second, softmax, dscores, pack, l,
-                     softmaxScaleLog2(e, softmax), dsScale);
+                     softmaxScaleLog2(e, softmax), dsScale, overlap);
   for (Operation *o : {second.getOperation(), softmax.getOperation(),
                        dscores.getOperation(), pack.getOperation()})
     fusedAway.insert(o);

@@ -40,7 +40,8 @@ namespace mlir::smla {
 
 namespace {
 constexpr int64_t kSlots = 64, kChunk = 48,
-                  kWarpgroups = kWgmmaChunkColumns / kChunk;
+                  kWarpgroups = kWgmmaChunkColumns / kChunk,
+                  kClusterChunk = 96;
 } // namespace
 
 namespace {
@@ -293,14 +294,18 @@ namespace {
 /// tiles of block count - 1, which chunk 0 first waits for). Per thread
 /// 12 sums: n8 tiles 0 and 1 as one red.v4 per slot after the shfl.xor 1
 /// pairing, tile 2 as one red.v2 per slot.
-void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op) {
+void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op,
+                               bool overlap) {
   Mma m{e.b, e.loc};
   OpBuilder &b = e.b;
   Location loc = e.loc;
-  constexpr int64_t kN = 24;
+  // Alongside the fused run: warpgroups 1-3, 32 columns each.
+  const int64_t kN = overlap ? 32 : 24;
   WarpLane w = m.warpLane(e.tid);
   Value kq = w.kq;
   Value wg = m.div(e.tid, 128), w4 = m.rem(w.warp, 4);
+  if (overlap)
+    wg = arith::SubIOp::create(b, loc, wg, m.c(1)).getResult();
   Value rows = op.getCluster()[0], partnerTiles = op.getCluster()[1],
         bars = op.getCluster()[2], countRef = op.getCluster()[3];
   int64_t width = staticDim(op.getQ(), 2), half = width / 2;
@@ -327,7 +332,8 @@ void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op) {
                                           clusterRank(b, loc));
   // Column (of the CTA's half) of this warpgroup's piece, laundered so
   // that the chunks' addresses stay out of the loop (see below).
-  Value piece = launder(m, m.add(m.mul(wg, kN), op.getChunk() * kWarpgroups * kN));
+  Value piece =
+      launder(m, m.add(m.mul(wg, kN), op.getChunk() * kClusterChunk));
   Value ownCols = m.add(m.mul(rank, half), piece);
   Value ownB = descriptor(
       m, m.add(m.base(op.getQ()), m.mul(m.div(ownCols, 8), kCanonicalStride)),
@@ -338,20 +344,43 @@ void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op) {
   Value ownA = descriptor(m, launder(m, m.base(op.getPacked())), 1024, 128);
   Value partnerA = descriptor(
       m, m.add(m.base(partnerTiles), m.mul(buffer, tileBytes)), 1024, 128);
-  SmallVector<Value> d;
-  fence(b, loc);
-  for (auto [descA, descB] : {std::pair{ownA, ownB}, {partnerA, partnerB}})
-    for (int64_t product = 0; product < 2; ++product)
-      for (int64_t s = 0; s < 2; ++s)
-        d = mmaAsync(m, kN, ValueRange{},
-                     advance(m, descA,
-                             product * kPackedTileBytes + s * 2048),
-                     advance(m, descB, (product * 4 + 2 * s) * 128),
-                     /*transB=*/true, d);
-  commit(b, loc);
-  wait(b, loc, 0);
-  // n8 tiles 0 and 1 as one pair, then tile 2 as red.v2 per slot.
+  // d += dS^T q + P^T do of the own rows and the partner's, for the
+  // `n` columns `offset` on of the piece.
+  auto products = [&](int64_t n, int64_t offset) {
+    int64_t bBytes = offset / 8 * kCanonicalStride;
+    SmallVector<Value> d;
+    fence(b, loc);
+    for (auto [descA, descB] :
+         {std::pair{ownA, ownB}, {partnerA, partnerB}})
+      for (int64_t product = 0; product < 2; ++product)
+        for (int64_t s = 0; s < 2; ++s)
+          d = mmaAsync(m, n, ValueRange{},
+                       advance(m, descA,
+                               product * kPackedTileBytes + s * 2048),
+                       advance(m, descB,
+                               (product * 4 + 2 * s) * 128 + bBytes),
+                       /*transB=*/true, d);
+    commit(b, loc);
+    wait(b, loc, 0);
+    return d;
+  };
+  SmallVector<Value> d = products(kN, 0);
   ChunkReductions red(m, op, w, w4);
+  if (overlap) {
+    // The packed tiles read and the slots loaded: warpgroup 0 may
+    // overwrite them. n8 tiles 0-1 and 2-3 as pairs.
+    arriveOverlap(b, loc);
+    for (int64_t i = 0; i < kN / 8; i += 2)
+      red.pair(ValueRange(ArrayRef<Value>(d).slice(4 * i, 4)),
+               ValueRange(ArrayRef<Value>(d).slice(4 * i + 4, 4)),
+               [&](Value four) {
+                 Value base = m.add(ownCols, four);
+                 return std::pair{m.add(base, 8 * i),
+                                  m.add(base, 8 * (i + 1))};
+               });
+    return;
+  }
+  // n8 tiles 0 and 1 as one pair, then tile 2 as red.v2 per slot.
   red.pair(ValueRange(ArrayRef<Value>(d).slice(0, 4)),
            ValueRange(ArrayRef<Value>(d).slice(4, 4)), [&](Value four) {
              Value base = m.add(ownCols, four);
@@ -363,11 +392,9 @@ void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op) {
   emitMaskedRed(b, loc, op.getDkv(), op.getGroup(), red.valid1, red.raw1,
                 col2, ValueRange{d[10], d[11]});
 }
-} // namespace
-
-void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
-  if (!op.getCluster().empty())
-    return lowerScatterPackedCluster(e, op);
+/// The token-pair / 32-head form: warpgroup w runs 48 columns of the
+/// chunk; alongside the fused run (overlap) warpgroup w = 1..3 runs 64.
+void lowerScatterPackedPair(CtaEmitter &e, ScatterPackedOp op, bool overlap) {
   Mma m{e.b, e.loc};
   OpBuilder &b = e.b;
   Location loc = e.loc;
@@ -386,8 +413,14 @@ void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
   // are computed here from an opaque copy of the column block and of the
   // packed tile's address, and each wgmma's descriptors from one base
   // each (the start address field is address / 16: + offset / 16).
-  Value n = launder(m, m.add(wg, op.getChunk() * kWarpgroups));
-  Value columns = m.add(qdo, m.mul(n, kChunk / 8 * kCanonicalStride));
+  // Piece n of the row's 48-column pieces (64 alongside the run, where
+  // warpgroups 1-3 take the chunk's three).
+  const int64_t width = overlap ? kWgmmaChunkColumns / 3 : kChunk;
+  const int64_t parts = kWgmmaChunkColumns / width;
+  Value part = overlap ? arith::SubIOp::create(b, loc, wg, m.c(1)).getResult()
+                       : wg;
+  Value n = launder(m, m.add(part, op.getChunk() * parts));
+  Value columns = m.add(qdo, m.mul(n, width / 8 * kCanonicalStride));
   Value descA = descriptor(m, launder(m, dsBase), 1024, 128);
   Value descB = descriptor(m, columns, 128, kCanonicalStride);
   SmallVector<Value> d;
@@ -395,19 +428,57 @@ void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
   for (int64_t product = 0; product < 2; ++product)
     for (int64_t s = 0; s < 2; ++s)
       d = mmaAsync(
-          m, kChunk, ValueRange{},
+          m, width, ValueRange{},
           advance(m, descA, product * kPackedTileBytes + s * 2048),
           advance(m, descB, (product * 4 + 2 * s) * 128), /*transB=*/true, d);
   commit(b, loc);
   wait(b, loc, 0);
   ChunkReductions red(m, op, w, w4);
-  for (int64_t i = 0; i < kChunk / 8; i += 2)
+  // The packed tiles read and the slots loaded: warpgroup 0 may
+  // overwrite them.
+  if (overlap)
+    arriveOverlap(b, loc);
+  for (int64_t i = 0; i < width / 8; i += 2)
     red.pair(ValueRange(ArrayRef<Value>(d).slice(4 * i, 4)),
              ValueRange(ArrayRef<Value>(d).slice(4 * i + 4, 4)),
              [&](Value four) {
-               Value base = m.add(m.mul(n, kChunk), four);
+               Value base = m.add(m.mul(n, width), four);
                return std::pair{m.add(base, 8 * i), m.add(base, 8 * (i + 1))};
              });
+}
+
+} // namespace
+
+void lowerScatterPacked(CtaEmitter &e, ScatterPackedOp op) {
+  bool overlap = op->hasAttr(kOverlapRunAttr);
+  auto body = [&](CtaEmitter &e) {
+    if (!op.getCluster().empty())
+      return lowerScatterPackedCluster(e, op, overlap);
+    lowerScatterPackedPair(e, op, overlap);
+  };
+  if (!overlap)
+    return body(e);
+  // Alongside the fused run (kOverlapRunAttr): warpgroups 1-3 only.
+  Mma m{e.b, e.loc};
+  Value notFirst = arith::CmpIOp::create(
+      e.b, e.loc, arith::CmpIPredicate::uge, e.tid, m.c(128));
+  scf::IfOp::create(e.b, e.loc, notFirst,
+                    [&](OpBuilder &nb, Location l) {
+                      OpBuilder::InsertionGuard guard(e.b);
+                      e.b.setInsertionPoint(nb.getInsertionBlock(),
+                                            nb.getInsertionPoint());
+                      body(e);
+                      scf::YieldOp::create(e.b, l);
+                    });
+}
+
+void arriveOverlap(OpBuilder &b, Location loc) {
+  statement(b, loc,
+            "bar.arrive " + std::to_string(kOverlapBarrier) + ", 512;");
+}
+
+void syncOverlap(OpBuilder &b, Location loc) {
+  statement(b, loc, "bar.sync " + std::to_string(kOverlapBarrier) + ", 512;");
 }
 
 } // namespace mlir::smla

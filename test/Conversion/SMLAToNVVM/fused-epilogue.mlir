@@ -4,6 +4,8 @@
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true" --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=NOTILE
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=TILE
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true" --smla-allocate-smem %s | FileCheck %s --check-prefix=SMEM
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunk=true" --smla-allocate-smem --smla-insert-barriers %s | FileCheck %s --check-prefix=OVBAR
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunk=true" --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=OVLOW
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem %s | FileCheck %s --check-prefix=SMEM-CTA
 
 // The token-pair kernel of defer-scatter.mlir with smla-defer-scatter's
@@ -99,3 +101,50 @@ func.func @pair(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref
 // SMEM-COUNT-2: memref.alloca() {smla.fused_epilogue} : memref<32x68xf32, #gpu.address_space<workgroup>>
 // SMEM-CTA-LABEL: gpu.func @pair_bwd
 // SMEM-CTA-SAME: smla.dynamic_smem = 174080
+
+// With overlap-chunk (epilogue=overlap) chunk 2 sits right before the
+// products, marked smla.overlap_run, and smla-insert-barriers sees chunk
+// and run as one op: the barrier moves from between them to before the
+// chunk (the run's pack overwrites what chunks 1 and 2 read), still three
+// a step.
+// OVBAR-LABEL: gpu.func @pair_bwd
+// OVBAR: smla.scatter_packed {{.*}} {chunk = 1 : i64, chunks = 3 : i64}
+// OVBAR-NOT: smla.scatter_packed
+// OVBAR: gpu.barrier
+// OVBAR-NEXT: smla.scatter_packed {{.*}} {chunk = 2 : i64, chunks = 3 : i64, smla.overlap_run}
+// OVBAR-NEXT: smla.tile_dot {{.*}} {smla.fused_epilogue}
+// OVBAR-NEXT: smla.tile_dot
+// OVBAR-NEXT: smla.softmax
+// OVBAR-NEXT: smla.dscores
+// OVBAR-NEXT: smla.pack_dkv
+// OVBAR-NEXT: gpu.barrier
+// OVBAR-NEXT: smla.dq_packed
+// OVBAR-NEXT: gpu.barrier
+// OVBAR-NEXT: }
+
+// Lowered: warpgroups 1-3 (thread >= 128) run the chunk as three
+// m64n64k16 pieces, load their slots after the wgmma wait, arrive at
+// named barrier 1 and then issue the reductions; warpgroup 0 computes the
+// 16 P and dS pairs, waits at barrier 1 (all 512 threads), then stores
+// them, writes the slots (threads < 64) and fences. Warpgroup 1 no longer
+// writes the slots after the branch.
+// OVLOW-LABEL: gpu.func @pair_bwd
+// OVLOW: scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c1
+// OVLOW: gpu.barrier
+// OVLOW: arith.cmpi uge, %thread_id_x, %c128
+// OVLOW-NEXT: scf.if
+// OVLOW-COUNT-4: wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16
+// OVLOW: wgmma.wait_group.sync.aligned 0;
+// OVLOW-COUNT-2: memref.load %{{.*}} : memref<64xi32, #gpu.address_space<workgroup>>
+// OVLOW-NOT: red.global
+// OVLOW: "bar.arrive 1, 512;"
+// OVLOW: red.global.add.v4.f32
+// OVLOW: wgmma.wait_group.sync.aligned 0;
+// OVLOW-COUNT-16: math.exp2
+// OVLOW-NOT: llvm.store {{.*}} !llvm.ptr<3>
+// OVLOW: "bar.sync 1, 512;"
+// OVLOW-COUNT-16: llvm.store {{.*}} : i32, !llvm.ptr<3>
+// OVLOW: memref.store %{{.*}}, %{{.*}}[%thread_id_x] : memref<64xi32, #gpu.address_space<workgroup>>
+// OVLOW: "fence.proxy.async.shared::cta;"
+// OVLOW-NOT: arith.subi %thread_id_x, %c128
+// OVLOW: gpu.barrier

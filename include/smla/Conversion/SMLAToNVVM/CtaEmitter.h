@@ -188,6 +188,12 @@ Value packedPairOffset(OpBuilder &b, Location loc, Value h, Value jBlock,
                        Value jLow);
 void writePackSlots(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
                     const LaneFn &index, int64_t firstThread);
+/// The named barrier between a chunk that runs alongside a fused run
+/// (kOverlapRunAttr) and the run: warpgroups 1-3 arrive once their
+/// wgmma have read the packed tiles and they hold the slots; warpgroup 0
+/// syncs before it overwrites either (all 512 threads take part).
+void arriveOverlap(OpBuilder &b, Location loc);
+void syncOverlap(OpBuilder &b, Location loc);
 Value packCount(CtaEmitter &e, PackDkvOp op);
 void advancePackCount(CtaEmitter &e, PackDkvOp op, Value count);
 struct PartnerTiles {

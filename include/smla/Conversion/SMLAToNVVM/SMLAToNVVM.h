@@ -179,6 +179,15 @@ constexpr int64_t kSwizzleSlab = 64 * 128;
 /// the run as one op at that place. The gpu.func of such a run carries
 /// the mark too (smla-compile checks that epilogue=fused fused something).
 constexpr llvm::StringLiteral kFusedEpilogueAttr = "smla.fused_epilogue";
+/// Marks the scatter_packed chunk right before a fused run that
+/// warpgroups 1-3 run alongside it (overlapChunk, DeferScatter.cpp): the
+/// chunk's columns split three ways, its wgmma reads of the packed tiles
+/// and its slot loads ordered before warpgroup 0's packed stores and slot
+/// writes by named barrier kOverlapBarrier (bar.arrive / bar.sync of
+/// all threads), not by a CTA barrier; smla-insert-barriers sees chunk
+/// and run as one op.
+constexpr llvm::StringLiteral kOverlapRunAttr = "smla.overlap_run";
+constexpr int64_t kOverlapBarrier = 1;
 
 /// `fence.proxy.async.shared::cta`: generic-proxy writes of shared memory
 /// before async-proxy (wgmma) reads.
