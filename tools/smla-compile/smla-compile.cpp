@@ -4,7 +4,8 @@
 //
 // For each --config, builds the smla.sparse_attention_bwd function, runs
 // the smla-gpu pipeline in process, extracts the PTX, assembles it with
-// ptxas -arch=sm_90a, refuses spills (unless --allow-spills), and writes
+// ptxas -arch=sm_90a, refuses spills (beyond the configuration's max_spill,
+// unless --allow-spills), and writes
 //   <out>/<name>.ptx, <out>/<name>.cubin, <out>/manifest.json
 // The manifest format is described in runtime/MANIFEST.md.
 //
