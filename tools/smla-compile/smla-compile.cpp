@@ -111,6 +111,14 @@ static bool hasFusedEpilogue(ModuleOp module) {
   return found;
 }
 
+static bool hasOverlapChunk(ModuleOp module) {
+  bool found = false;
+  module.walk([&](gpu::GPUFuncOp f) {
+    found |= f->hasAttr(mlir::smla::kOverlapRunAttr);
+  });
+  return found;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAllPasses();
@@ -217,6 +225,11 @@ int main(int argc, char **argv) {
         }
         return fail("--config '" + text + "': " + why);
       }
+      // And epilogue=overlap a chunk alongside the fused run.
+      if (spec->overlapChunk && !hasOverlapChunk(*module))
+        return fail("--config '" + text +
+                    "': epilogue=overlap found no dKV chunk to run alongside "
+                    "the fused epilogue");
       infos = collectKernelInfo(*module);
       bool stagesBoth = llvm::any_of(infos, [](const KernelInfo &k) {
         return k.kind == "bwd" && k.staged.size() == 2;

@@ -205,16 +205,19 @@ void fuseIntoProducts(PackDkvOp pack, int64_t threads, bool overlap) {
   for (Operation *op : moved)
     op->moveBefore(first);
   pack->moveAfter(dscores);
+  auto mark = UnitAttr::get(pack.getContext());
   // With overlap, the last chunk moved goes right before the products
   // (after the pure ops moved with it) and runs alongside them.
   if (overlap)
     for (Operation *op : llvm::reverse(moved))
       if (isa<ScatterPackedOp>(op)) {
         op->moveBefore(first);
-        op->setAttr(kOverlapRunAttr, UnitAttr::get(op->getContext()));
+        op->setAttr(kOverlapRunAttr, mark);
+        // On the kernel too (smla-compile checks epilogue=overlap).
+        pack->getParentOfType<gpu::GPUFuncOp>()->setAttr(kOverlapRunAttr,
+                                                         mark);
         break;
       }
-  auto mark = UnitAttr::get(pack.getContext());
   for (Operation *op : run)
     op->setAttr(kFusedEpilogueAttr, mark);
   // On the kernel too: smla-compile refuses epilogue=fused where nothing

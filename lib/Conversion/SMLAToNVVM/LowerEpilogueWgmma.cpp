@@ -17,8 +17,14 @@
 //                           straight into the K-major canonical tiles
 //                           that pack_dkv writes (a warp's 32 stores fill
 //                           one 128-byte line), the cluster form's sends
-//                           to the partner, the slots (threads < 64) and
-//                           the async-proxy fence
+//                           to the partner and the async-proxy fence
+//
+// Warpgroup 1 writes the slots after the branch (threads 128 + j). With
+// the step's last chunk alongside the run (kOverlapRunAttr, in
+// warpgroups 1-3: LowerScatterWgmma.cpp), warpgroup 0 keeps its 16
+// pairs in registers until named barrier 1 says the chunk has read the
+// packed tiles and the slots, then stores and sends them and writes the
+// slots itself (threads j < 64).
 //
 // The S and dP tiles are not touched; smla-insert-barriers sees the run
 // as one op at the products' place, so the step loses the barriers

@@ -21,7 +21,12 @@
 //                   columns of slots 16 (warp % 4) + lane / 4 and 8 more;
 //                   a shfl.xor exchange per pair of n8 tiles turns them
 //                   into red.global.add.v4.f32 of which a quad covers 64
-//                   bytes of one slot, predicated by slot >= 0.
+//                   bytes of one slot, predicated by slot >= 0. The
+//                   chunk alongside a fused run (kOverlapRunAttr) runs in
+//                   warpgroups 1-3 as three m64n64k16 pieces (the
+//                   cluster form: three m64n32k16 of its 96 columns) and
+//                   arrives at named barrier 1 once its wgmma have read
+//                   the packed tiles and it holds its slots.
 // Descriptors (bench/wgmma.cu, bench/wgmma_dkv.cu check both readings):
 // K-major A: LBO = 1024 (k), SBO = 128 (slots); MN-major B: LBO = 128
 // (rows), SBO = 1024 (columns). Probe: 5.5x over the mma.sync form per

@@ -106,8 +106,9 @@ func.func @pair(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref
 // products, marked smla.overlap_run, and smla-insert-barriers sees chunk
 // and run as one op: the barrier moves from between them to before the
 // chunk (the run's pack overwrites what chunks 1 and 2 read), still three
-// a step.
+// a step. The kernel carries the mark too (smla-compile checks it).
 // OVBAR-LABEL: gpu.func @pair_bwd
+// OVBAR-SAME: smla.overlap_run
 // OVBAR: smla.scatter_packed {{.*}} {chunk = 1 : i64, chunks = 3 : i64}
 // OVBAR-NOT: smla.scatter_packed
 // OVBAR: gpu.barrier

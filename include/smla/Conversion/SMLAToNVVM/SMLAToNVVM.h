@@ -185,7 +185,8 @@ constexpr llvm::StringLiteral kFusedEpilogueAttr = "smla.fused_epilogue";
 /// and its slot loads ordered before warpgroup 0's packed stores and slot
 /// writes by named barrier kOverlapBarrier (bar.arrive / bar.sync of
 /// all threads), not by a CTA barrier; smla-insert-barriers sees chunk
-/// and run as one op.
+/// and run as one op. The gpu.func carries the mark too (smla-compile
+/// checks that epilogue=overlap found its chunk).
 constexpr llvm::StringLiteral kOverlapRunAttr = "smla.overlap_run";
 constexpr int64_t kOverlapBarrier = 1;
 
