@@ -234,7 +234,7 @@
 // OVERLAP-PTX: bar.sync 1, 512;
 // OVERLAP-PTX-NOT: bar.arrive
 // OVERLAP-MANIFEST: "epilogue": "overlap"
-// OVERLAP-SPILL: kernel smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16_bwd spills registers ({{[0-9]+}} bytes stored, max_spill=0;
+// OVERLAP-SPILL: kernel smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16_bwd spills registers ({{[0-9]+}} bytes stored, {{[0-9]+}} loaded, max_spill=0;
 // OVERLAP-B1-N32: {{^}}8{{$}}
 // OVERLAP-B1-MANIFEST: "max_spill": 16
 // OVERLAP-MAXSPILL: bad value '100' for configuration key 'max_spill'

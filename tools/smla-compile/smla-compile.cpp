@@ -226,10 +226,18 @@ int main(int argc, char **argv) {
         return fail("--config '" + text + "': " + why);
       }
       // And epilogue=overlap a chunk alongside the fused run.
-      if (spec->overlapChunk && !hasOverlapChunk(*module))
-        return fail("--config '" + text +
-                    "': epilogue=overlap found no dKV chunk to run alongside "
-                    "the fused epilogue");
+      if (spec->overlapChunk && !hasOverlapChunk(*module)) {
+        std::string why = "epilogue=overlap found no dKV chunk to run "
+                          "alongside the fused epilogue (tried head_blocks=" +
+                          std::to_string(split) + ")";
+        if (!last) {
+          if (!quiet)
+            llvm::errs() << "note: --config '" << text << "': " << why
+                         << " skipped\n";
+          continue;
+        }
+        return fail("--config '" + text + "': " + why);
+      }
       infos = collectKernelInfo(*module);
       bool stagesBoth = llvm::any_of(infos, [](const KernelInfo &k) {
         return k.kind == "bwd" && k.staged.size() == 2;
@@ -298,7 +306,8 @@ int main(int argc, char **argv) {
           !allowSpills)
         return fail("--config '" + text + "': kernel " + u.entry +
                     " spills registers (" + std::to_string(u.spillStores) +
-                    " bytes stored, max_spill=" +
+                    " bytes stored, " + std::to_string(u.spillLoads) +
+                    " loaded, max_spill=" +
                     std::to_string(spec->maxSpillBytes) + "; see " + name +
                     ".ptxas.txt)");
     }

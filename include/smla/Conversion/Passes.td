@@ -276,6 +276,13 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     too: nothing touches them any more, so smla-allocate-smem gives them
     no bytes and the lowering erases them.
 
+    With `overlap-chunk` as well (configuration key `epilogue=overlap`),
+    chunk 2 goes right before the products and is marked
+    `smla.overlap_run` (the kernel too): warpgroups 1-3 run it while
+    warpgroup 0 runs the fused ops, a named barrier ordering the chunk's
+    reads of the packed tiles and slots before the pack's writes, and
+    smla-insert-barriers sees chunk and run as one op.
+
     Before (one step):
     ```mlir
     smla.gather ... {wait_only}

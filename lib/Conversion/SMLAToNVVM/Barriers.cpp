@@ -164,10 +164,14 @@ SmallVector<Access> accessesOf(Operation *op) {
   // A fused epilogue run is lowered at its first tile_dot, with S and dP
   // in registers: its accesses are all there, less those of the tiles.
   // A chunk that runs alongside it (kOverlapRunAttr) is part of it.
-  if (op->hasAttr(kFusedEpilogueAttr) || op->hasAttr(kOverlapRunAttr)) {
-    SmallVector<Operation *> run = fusedRun(op);
-    if (run.empty())
-      return {};
+  SmallVector<Operation *> run;
+  if (op->hasAttr(kFusedEpilogueAttr) || op->hasAttr(kOverlapRunAttr))
+    run = fusedRun(op);
+  // (A marked chunk without its run keeps its own accesses: the lowering
+  // refuses it, but its barriers stay right until then.)
+  if (op->hasAttr(kFusedEpilogueAttr) && run.empty())
+    return {};
+  if (!run.empty()) {
     for (Operation *o : run)
       operandEffects(o, reads, writes);
     SmallVector<Value> tiles;

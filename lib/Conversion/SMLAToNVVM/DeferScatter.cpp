@@ -143,7 +143,9 @@ bool movable(Operation *op) {
 /// whose S and dP tiles only these ops touch: softmax S -> S and dscores
 /// (S, dP) -> dP in place, the pack reading both. What sits between the
 /// products and the pack (chunk 2, the pack's index masks) moves before
-/// the products, in order; the pack moves right after dscores.
+/// the products, in order; the pack moves right after dscores. With
+/// `overlap`, chunk 2 then goes last, right before the products, marked
+/// kOverlapRunAttr: warpgroups 1-3 run it alongside the fused run.
 void fuseIntoProducts(PackDkvOp pack, int64_t threads, bool overlap) {
   Block *body = pack->getBlock();
   Value sTile = pack.getProbs(), dpTile = pack.getDs();

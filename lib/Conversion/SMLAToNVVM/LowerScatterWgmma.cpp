@@ -45,8 +45,7 @@ namespace mlir::smla {
 
 namespace {
 constexpr int64_t kSlots = 64, kChunk = 48,
-                  kWarpgroups = kWgmmaChunkColumns / kChunk,
-                  kClusterChunk = 96;
+                  kClusterChunk = kWgmmaChunkColumns / 2;
 } // namespace
 
 namespace {
@@ -294,7 +293,8 @@ struct ChunkReductions {
 namespace {
 /// scatter_packed's `cluster` form: rank r's chunk c covers the 96
 /// columns r W / 2 + 96 c .. of every slot, 24 per warpgroup
-/// (m64n24k16), over 8 k steps: dS^T q and P^T do of its own rows (the
+/// (m64n24k16; alongside a fused run, 32 per warpgroup 1-3, m64n32k16,
+/// reduced as two pairs of n8 tiles), over 8 k steps: dS^T q and P^T do of its own rows (the
 /// [q; do] tile, `packed`) and of the partner's (`rows`, the partner
 /// tiles of block count - 1, which chunk 0 first waits for). Per thread
 /// 12 sums: n8 tiles 0 and 1 as one red.v4 per slot after the shfl.xor 1
@@ -349,27 +349,18 @@ void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op,
   Value ownA = descriptor(m, launder(m, m.base(op.getPacked())), 1024, 128);
   Value partnerA = descriptor(
       m, m.add(m.base(partnerTiles), m.mul(buffer, tileBytes)), 1024, 128);
-  // d += dS^T q + P^T do of the own rows and the partner's, for the
-  // `n` columns `offset` on of the piece.
-  auto products = [&](int64_t n, int64_t offset) {
-    int64_t bBytes = offset / 8 * kCanonicalStride;
-    SmallVector<Value> d;
-    fence(b, loc);
-    for (auto [descA, descB] :
-         {std::pair{ownA, ownB}, {partnerA, partnerB}})
-      for (int64_t product = 0; product < 2; ++product)
-        for (int64_t s = 0; s < 2; ++s)
-          d = mmaAsync(m, n, ValueRange{},
-                       advance(m, descA,
-                               product * kPackedTileBytes + s * 2048),
-                       advance(m, descB,
-                               (product * 4 + 2 * s) * 128 + bBytes),
-                       /*transB=*/true, d);
-    commit(b, loc);
-    wait(b, loc, 0);
-    return d;
-  };
-  SmallVector<Value> d = products(kN, 0);
+  SmallVector<Value> d;
+  fence(b, loc);
+  for (auto [descA, descB] : {std::pair{ownA, ownB}, {partnerA, partnerB}})
+    for (int64_t product = 0; product < 2; ++product)
+      for (int64_t s = 0; s < 2; ++s)
+        d = mmaAsync(m, kN, ValueRange{},
+                     advance(m, descA,
+                             product * kPackedTileBytes + s * 2048),
+                     advance(m, descB, (product * 4 + 2 * s) * 128),
+                     /*transB=*/true, d);
+  commit(b, loc);
+  wait(b, loc, 0);
   ChunkReductions red(m, op, w, w4);
   if (overlap) {
     // The packed tiles read and the slots loaded: warpgroup 0 may

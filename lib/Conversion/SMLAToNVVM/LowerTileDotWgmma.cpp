@@ -18,7 +18,8 @@
 // thread then stores its accumulators, keys 16 (warp % 4) + lane / 4 and
 // 8 more by rows 8 i + 2 (lane % 4) + {0, 1} of [q; do], into the S and dP
 // tiles. Probe (bench/wgmma.cu, wg1r): 1.35 us per block against 2.08 for
-// the mma.sync form. The other warpgroups wait at the barrier after it.
+// the mma.sync form. The other warpgroups wait at the barrier after it,
+// or, with the step's last dKV chunk alongside (kOverlapRunAttr), run it.
 //
 // With the key tile swizzled (smla-defer-scatter, swizzledKeys) A comes
 // from shared memory too: K-major with 128-byte swizzle, SBO 1024 (8-key

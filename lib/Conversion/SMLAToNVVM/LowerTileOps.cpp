@@ -270,6 +270,15 @@ private:
       return op.emitOpError() << "needs the mma lowering, 512 threads, the "
                                  "canonical [q; do] tile and chunks of "
                               << kWgmmaChunkColumns << " columns";
+    // Its named barrier pairs with the run's (LowerEpilogueWgmma.cpp),
+    // which looks for the mark on the op right before its first tile_dot.
+    Operation *next = op->getNextNode();
+    if (op->hasAttr(kOverlapRunAttr) &&
+        !(isa_and_nonnull<TileDotOp>(next) &&
+          next->hasAttr(kFusedEpilogueAttr)))
+      return op.emitOpError() << "runs alongside a fused epilogue ("
+                              << kOverlapRunAttr
+                              << ") but is not right before its first tile_dot";
     lowerScatterPacked(e, op);
     return success();
   }

@@ -176,7 +176,8 @@ constexpr int64_t kSwizzleSlab = 64 * 128;
 /// pack_dkv that reads them, in that order. The lowering emits the run at
 /// its first tile_dot with S and dP in that warpgroup's accumulator
 /// registers (the tiles are not touched), and smla-insert-barriers sees
-/// the run as one op at that place. The gpu.func of such a run carries
+/// the run as one op at that place (or at the chunk that runs alongside
+/// it, kOverlapRunAttr). The gpu.func of such a run carries
 /// the mark too (smla-compile checks that epilogue=fused fused something).
 constexpr llvm::StringLiteral kFusedEpilogueAttr = "smla.fused_epilogue";
 /// Marks the scatter_packed chunk right before a fused run that
