@@ -197,39 +197,20 @@ int main(int argc, char **argv) {
       }
       // cluster=1 asks for the two-head-block cluster (docs/codegen.md):
       // a split it does not apply to is refused, not silently built
-      // without it.
-      if (spec->cluster && !hasClusterKernel(*module)) {
-        std::string why = "cluster=1 builds no cluster here: it needs the "
-                          "wgmma form (32-head CTAs) with an even number of "
-                          "head blocks per group (tried head_blocks=" +
-                          std::to_string(split) + ")";
-        if (!last) {
-          if (!quiet)
-            llvm::errs() << "note: --config '" << text << "': " << why
-                         << " skipped\n";
-          continue;
-        }
-        return fail("--config '" + text + "': " + why);
-      }
-      // So does epilogue=fused: the manifest records it, so it must hold.
-      if (spec->fusedEpilogue && !hasFusedEpilogue(*module)) {
-        std::string why = "epilogue=fused fuses nothing here: it needs the "
-                          "wgmma block products of a 32-row CTA at block 64 "
-                          "on 512 threads (tried head_blocks=" +
-                          std::to_string(split) + ")";
-        if (!last) {
-          if (!quiet)
-            llvm::errs() << "note: --config '" << text << "': " << why
-                         << " skipped\n";
-          continue;
-        }
-        return fail("--config '" + text + "': " + why);
-      }
-      // And epilogue=overlap a chunk alongside the fused run.
-      if (spec->overlapChunk && !hasOverlapChunk(*module)) {
-        std::string why = "epilogue=overlap found no dKV chunk to run "
-                          "alongside the fused epilogue (tried head_blocks=" +
-                          std::to_string(split) + ")";
+      // without it. So do epilogue=fused and epilogue=overlap: the
+      // manifest records them, so they must hold.
+      std::string why;
+      if (spec->cluster && !hasClusterKernel(*module))
+        why = "cluster=1 builds no cluster here: it needs the wgmma form "
+              "(32-head CTAs) with an even number of head blocks per group";
+      else if (spec->fusedEpilogue && !hasFusedEpilogue(*module))
+        why = "epilogue=fused fuses nothing here: it needs the wgmma block "
+              "products of a 32-row CTA at block 64 on 512 threads";
+      else if (spec->overlapChunk && !hasOverlapChunk(*module))
+        why = "epilogue=overlap found no dKV chunk to run alongside the "
+              "fused epilogue";
+      if (!why.empty()) {
+        why += " (tried head_blocks=" + std::to_string(split) + ")";
         if (!last) {
           if (!quiet)
             llvm::errs() << "note: --config '" << text << "': " << why
