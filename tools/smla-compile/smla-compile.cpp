@@ -93,29 +93,13 @@ static bool writeFile(llvm::StringRef path, llvm::StringRef data) {
   return true;
 }
 
-/// Whether a kernel of `module` runs as a thread-block cluster.
-static bool hasClusterKernel(ModuleOp module) {
+/// Whether some kernel of `module` carries `attr`: nvvm.cluster_dim (the
+/// two-head-block cluster was built), smla.fused_epilogue (an epilogue
+/// was fused into the products), smla.overlap_run (a chunk runs
+/// alongside it).
+static bool hasMarkedKernel(ModuleOp module, llvm::StringRef attr) {
   bool found = false;
-  module.walk([&](gpu::GPUFuncOp f) {
-    found |= f->hasAttr("nvvm.cluster_dim");
-  });
-  return found;
-}
-
-/// Whether smla-defer-scatter fused an epilogue into a kernel's products.
-static bool hasFusedEpilogue(ModuleOp module) {
-  bool found = false;
-  module.walk([&](gpu::GPUFuncOp f) {
-    found |= f->hasAttr(mlir::smla::kFusedEpilogueAttr);
-  });
-  return found;
-}
-
-static bool hasOverlapChunk(ModuleOp module) {
-  bool found = false;
-  module.walk([&](gpu::GPUFuncOp f) {
-    found |= f->hasAttr(mlir::smla::kOverlapRunAttr);
-  });
+  module.walk([&](gpu::GPUFuncOp f) { found |= f->hasAttr(attr); });
   return found;
 }
 
@@ -200,13 +184,16 @@ int main(int argc, char **argv) {
       // without it. So do epilogue=fused and epilogue=overlap: the
       // manifest records them, so they must hold.
       std::string why;
-      if (spec->cluster && !hasClusterKernel(*module))
+      using mlir::smla::kFusedEpilogueAttr, mlir::smla::kOverlapRunAttr;
+      if (spec->cluster && !hasMarkedKernel(*module, "nvvm.cluster_dim"))
         why = "cluster=1 builds no cluster here: it needs the wgmma form "
               "(32-head CTAs) with an even number of head blocks per group";
-      else if (spec->fusedEpilogue && !hasFusedEpilogue(*module))
+      else if (spec->fusedEpilogue &&
+               !hasMarkedKernel(*module, kFusedEpilogueAttr))
         why = "epilogue=fused fuses nothing here: it needs the wgmma block "
               "products of a 32-row CTA at block 64 on 512 threads";
-      else if (spec->overlapChunk && !hasOverlapChunk(*module))
+      else if (spec->overlapChunk &&
+               !hasMarkedKernel(*module, kOverlapRunAttr))
         why = "epilogue=overlap found no dKV chunk to run alongside the "
               "fused epilogue";
       if (!why.empty()) {
