@@ -43,7 +43,7 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
                                         bool wgmmaScatter,
                                         bool clusterHeadBlocks,
                                         bool fusedEpilogue,
-                                        bool overlapChunk) {
+                                        int64_t overlapChunks) {
   buildGuardedPipeline(pm);
   SMLAGpuMapOptions mapOptions;
   mapOptions.threads = threads;
@@ -58,7 +58,7 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
     kernels.addPass(createSMLAPrefetchKeys());
   SMLADeferScatterOptions deferOptions;
   deferOptions.fuseEpilogue = fusedEpilogue;
-  deferOptions.overlapChunk = overlapChunk;
+  deferOptions.overlapChunks = overlapChunks;
   kernels.addPass(createSMLADeferScatter(deferOptions));
   // The split scatter's guard lives in its pack_dkv: checked here, while
   // the tile ops are still there to check.

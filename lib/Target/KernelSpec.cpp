@@ -108,7 +108,9 @@ llvm::json::Object KernelSpec::manifestConfig() const {
   if (cluster)
     o["cluster"] = true;
   if (fusedEpilogue)
-    o["epilogue"] = overlapChunk ? "overlap" : "fused";
+    o["epilogue"] = overlapChunks ? "overlap" : "fused";
+  if (overlapChunks > 1)
+    o["overlap_chunks"] = overlapChunks;
   if (maxSpillBytes)
     o["max_spill"] = maxSpillBytes;
   return o;
@@ -117,6 +119,7 @@ llvm::json::Object KernelSpec::manifestConfig() const {
 std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
                                                       std::string &error) {
   KernelSpec s;
+  int64_t overlapKey = 0; // overlap_chunks, applied after epilogue
   llvm::SmallVector<llvm::StringRef> items;
   text.split(items, ',', -1, /*KeepEmpty=*/false);
   auto fail = [&](const llvm::Twine &msg) {
@@ -174,8 +177,10 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
     else if (key == "epilogue") {
       ok = value == "cta" || value == "fused" || value == "overlap";
       s.fusedEpilogue = value == "fused" || value == "overlap";
-      s.overlapChunk = value == "overlap";
+      s.overlapChunks = value == "overlap" ? 1 : 0;
     }
+    else if (key == "overlap_chunks")
+      ok = integer(overlapKey) && (overlapKey == 1 || overlapKey == 2);
     else if (key == "max_spill")
       ok = integer(s.maxSpillBytes) && s.maxSpillBytes >= 0 &&
            s.maxSpillBytes <= 64;
@@ -194,10 +199,15 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       return fail("unknown configuration key '" + key +
                   "' (expected d, dt, heads, groups, block, head_blocks, "
                   "tokens, lse, positions, dq, dkv, threads, ctas_per_sm, "
-                  "scatter, cluster, epilogue, max_spill)");
+                  "scatter, cluster, epilogue, overlap_chunks, max_spill)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");
+  }
+  if (overlapKey) {
+    if (!s.overlapChunks)
+      return fail("overlap_chunks needs epilogue=overlap");
+    s.overlapChunks = overlapKey;
   }
   if (s.d < 16 || s.d % 16)
     return fail("d must be a positive multiple of 16, got " + llvm::Twine(s.d));

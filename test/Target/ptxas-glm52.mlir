@@ -91,6 +91,13 @@
 // RUN: FileCheck %s --check-prefix=OVERLAP-PTX < %t/ovc/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=OVERLAP-B1-MANIFEST < %t/ovc/manifest.json
 // RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,max_spill=100 2>&1 | FileCheck %s --check-prefix=OVERLAP-MAXSPILL
+// RUN: smla-compile -o %t/ov2 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=overlap,overlap_chunks=2
+// RUN: FileCheck %s --check-prefix=OVERLAP2-PTXAS < %t/ov2/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptxas.txt
+// RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 0, 1;" %t/ov2/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=OVERLAP2-N32
+// RUN: FileCheck %s --check-prefix=OVERLAP-PTX < %t/ov2/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx
+// RUN: FileCheck %s --check-prefix=OVERLAP2-MANIFEST < %t/ov2/manifest.json
+// RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,epilogue=fused,overlap_chunks=2 2>&1 | FileCheck %s --check-prefix=OVERLAP2-NEEDS
+// RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,epilogue=overlap,overlap_chunks=3 2>&1 | FileCheck %s --check-prefix=OVERLAP2-BAD
 // RUN: not smla-compile -o %t/bad -quiet --config heads=16,epilogue=fused 2>&1 | FileCheck %s --check-prefix=FUSED-MMA
 // RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,epilogue=registers 2>&1 | FileCheck %s --check-prefix=FUSED-VALUE
 // RUN: not smla-compile -o %t/bad -quiet --config d=512,dt=64,heads=32,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,epilogue=fused 2>&1 | FileCheck %s --check-prefix=FUSED-NONE
@@ -238,6 +245,16 @@
 // OVERLAP-B1-N32: {{^}}8{{$}}
 // OVERLAP-B1-MANIFEST: "max_spill": 16
 // OVERLAP-MAXSPILL: bad value '100' for configuration key 'max_spill'
+// overlap_chunks=2: chunks 1 and 2 both in warpgroups 1-3 alongside the
+// run (16 m64n32k16 of the chunks, one arrive, after the last), and
+// B1's cluster kernel without spill; the manifest records it.
+// OVERLAP2-PTXAS: Function properties for smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16_bwd
+// OVERLAP2-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// OVERLAP2-N32: {{^}}16{{$}}
+// OVERLAP2-MANIFEST: "epilogue": "overlap"
+// OVERLAP2-MANIFEST: "overlap_chunks": 2
+// OVERLAP2-NEEDS: overlap_chunks needs epilogue=overlap
+// OVERLAP2-BAD: bad value '3' for configuration key 'overlap_chunks'
 // B1's cluster kernel for a base-2 lse (the library's): no spill at the
 // 128-register cap of 512 threads, the same 16 exp2, the 16 bf16 pairs
 // of dS^T and P^T sent to the partner straight from the registers (one

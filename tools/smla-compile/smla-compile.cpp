@@ -103,6 +103,17 @@ static bool hasMarkedKernel(ModuleOp module, llvm::StringRef attr) {
   return found;
 }
 
+/// The most dKV chunks that a kernel of `module` runs alongside its fused
+/// epilogue (smla-defer-scatter marks the gpu.func with the count).
+static int64_t overlapChunksOf(ModuleOp module) {
+  int64_t most = 0;
+  module.walk([&](gpu::GPUFuncOp f) {
+    if (auto n = f->getAttrOfType<IntegerAttr>(mlir::smla::kOverlapRunAttr))
+      most = std::max(most, n.getInt());
+  });
+  return most;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAllPasses();
@@ -168,7 +179,7 @@ int main(int argc, char **argv) {
       PassManager kernelsPm(&context);
       buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys,
                              spec->wgmmaScatter, spec->cluster,
-                             spec->fusedEpilogue, spec->overlapChunk);
+                             spec->fusedEpilogue, spec->overlapChunks);
       if (failed(kernelsPm.run(*module))) {
         if (!last) {
           if (!quiet)
@@ -192,10 +203,11 @@ int main(int argc, char **argv) {
                !hasMarkedKernel(*module, kFusedEpilogueAttr))
         why = "epilogue=fused fuses nothing here: it needs the wgmma block "
               "products of a 32-row CTA at block 64 on 512 threads";
-      else if (spec->overlapChunk &&
-               !hasMarkedKernel(*module, kOverlapRunAttr))
-        why = "epilogue=overlap found no dKV chunk to run alongside the "
-              "fused epilogue";
+      else if (spec->overlapChunks &&
+               overlapChunksOf(*module) < spec->overlapChunks)
+        why = "epilogue=overlap found fewer than " +
+              std::to_string(spec->overlapChunks) +
+              " dKV chunks to run alongside the fused epilogue";
       if (!why.empty()) {
         why += " (tried head_blocks=" + std::to_string(split) + ")";
         if (!last) {

@@ -276,12 +276,15 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     too: nothing touches them any more, so smla-allocate-smem gives them
     no bytes and the lowering erases them.
 
-    With `overlap-chunk` as well (configuration key `epilogue=overlap`),
-    chunk 2 goes right before the products and is marked
-    `smla.overlap_run` (the kernel too): warpgroups 1-3 run it while
-    warpgroup 0 runs the fused ops, a named barrier ordering the chunk's
-    reads of the packed tiles and slots before the pack's writes, and
-    smla-insert-barriers sees chunk and run as one op.
+    With `overlap-chunks=1` as well (configuration key
+    `epilogue=overlap`), chunk 2 goes right before the products and is
+    marked `smla.overlap_run` (the kernel too): warpgroups 1-3 run it
+    while warpgroup 0 runs the fused ops, a named barrier ordering the
+    chunk's reads of the packed tiles and slots before the pack's writes,
+    and smla-insert-barriers sees chunk and run as one op. With
+    `overlap-chunks=2` (`overlap_chunks=2`) chunk 1 goes right before
+    chunk 2, marked too: both run alongside, the last one arriving at the
+    named barrier, and the key gather then closes the step's first phase.
 
     Before (one step):
     ```mlir
@@ -313,10 +316,10 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     Option<"fuseEpilogue", "fuse-epilogue", "bool", /*default=*/"false",
            "Fuse softmax, dscores and pack_dkv into the wgmma block "
            "products' warpgroup (smla.fused_epilogue)">,
-    Option<"overlapChunk", "overlap-chunk", "bool", /*default=*/"false",
-           "With fuse-epilogue: the step's last dKV chunk runs in "
-           "warpgroups 1-3 while warpgroup 0 runs the fused epilogue "
-           "(smla.overlap_run)">,
+    Option<"overlapChunks", "overlap-chunks", "int64_t", /*default=*/"0",
+           "With fuse-epilogue: the step's last N dKV chunks (0, 1 or 2) "
+           "run in warpgroups 1-3 while warpgroup 0 runs the fused "
+           "epilogue (smla.overlap_run)">,
   ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::arith::ArithDialect"];

@@ -31,14 +31,15 @@ void buildCpuPipeline(OpPassManager &pm);
 /// in clusters of two that split the dKV columns. `fusedEpilogue` (the
 /// key epilogue=fused) runs softmax, dS and the pack in the wgmma block
 /// products' warpgroup (smla-defer-scatter's fuse-epilogue);
-/// `overlapChunk` (the key epilogue=overlap) also runs the step's last
-/// dKV chunk in warpgroups 1-3 alongside it (overlap-chunk).
+/// `overlapChunks` (the keys epilogue=overlap, overlap_chunks) also runs
+/// the step's last 1 or 2 dKV chunks in warpgroups 1-3 alongside it
+/// (overlap-chunks).
 void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
                             int64_t ctasPerSm = 1, bool prefetchKeys = true,
                             bool wgmmaScatter = false,
                             bool clusterHeadBlocks = false,
                             bool fusedEpilogue = false,
-                            bool overlapChunk = false);
+                            int64_t overlapChunks = 0);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

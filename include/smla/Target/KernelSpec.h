@@ -69,9 +69,12 @@ struct KernelSpec {
   bool fusedEpilogue = false;
   /// Key `epilogue=overlap`: `fused`, plus the step's last dKV chunk run
   /// by warpgroups 1-3 while warpgroup 0 runs the fused epilogue
-  /// (smla-defer-scatter's overlap-chunk; the manifest records
-  /// `"epilogue": "overlap"`).
-  bool overlapChunk = false;
+  /// (smla-defer-scatter's overlap-chunks; the manifest records
+  /// `"epilogue": "overlap"`): overlapChunks = 1.
+  /// Key `overlap_chunks` (1 or 2, with epilogue=overlap): how many of the
+  /// step's last dKV chunks run alongside (recorded in the manifest when
+  /// 2). 0: no overlap.
+  int64_t overlapChunks = 0;
   /// Key `max_spill`: bytes of register spill (stores, and loads) that
   /// smla-compile accepts for this configuration's kernels (default 0: a
   /// kernel that spills is refused). Recorded in the manifest when set.

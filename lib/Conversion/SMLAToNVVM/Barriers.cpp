@@ -139,19 +139,26 @@ SmallVector<Operation *> runFrom(Operation *op) {
   return run;
 }
 
-/// The run that starts at `op`: at its first tile_dot, or at the chunk
-/// that runs alongside it (kOverlapRunAttr; the chunk, then the run,
-/// whose tile_dot then starts nothing); empty if `op` starts none.
+/// The run that starts at `op`: at its first tile_dot, or at the first of
+/// the chunks that run alongside it (kOverlapRunAttr; the chunks, then
+/// the run, whose later chunk and tile_dot then start nothing); empty if
+/// `op` starts none.
 SmallVector<Operation *> fusedRun(Operation *op) {
-  if (op->hasAttr(kOverlapRunAttr)) {
-    SmallVector<Operation *> run = runFrom(op->getNextNode());
-    if (!run.empty())
-      run.insert(run.begin(), op);
-    return run;
-  }
   if (Operation *prev = op->getPrevNode();
       prev && prev->hasAttr(kOverlapRunAttr))
     return {};
+  if (op->hasAttr(kOverlapRunAttr)) {
+    SmallVector<Operation *> chunks{op};
+    Operation *next = op->getNextNode();
+    while (next && next->hasAttr(kOverlapRunAttr)) {
+      chunks.push_back(next);
+      next = next->getNextNode();
+    }
+    SmallVector<Operation *> run = runFrom(next);
+    if (!run.empty())
+      run.insert(run.begin(), chunks.begin(), chunks.end());
+    return run;
+  }
   return runFrom(op);
 }
 
@@ -165,6 +172,15 @@ SmallVector<Access> accessesOf(Operation *op) {
   // in registers: its accesses are all there, less those of the tiles.
   // A chunk that runs alongside it (kOverlapRunAttr) is part of it.
   SmallVector<Operation *> run;
+  // A marked chunk after another belongs to the first one's run.
+  if (op->hasAttr(kOverlapRunAttr)) {
+    Operation *head = op;
+    while (head->getPrevNode() &&
+           head->getPrevNode()->hasAttr(kOverlapRunAttr))
+      head = head->getPrevNode();
+    if (head != op && !fusedRun(head).empty())
+      return {};
+  }
   if (op->hasAttr(kFusedEpilogueAttr) || op->hasAttr(kOverlapRunAttr))
     run = fusedRun(op);
   // (A marked chunk without its run keeps its own accesses: the lowering

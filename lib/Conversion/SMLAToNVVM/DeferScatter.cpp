@@ -145,8 +145,9 @@ bool movable(Operation *op) {
 /// products and the pack (chunk 2, the pack's index masks) moves before
 /// the products, in order; the pack moves right after dscores. With
 /// `overlap`, chunk 2 then goes last, right before the products, marked
-/// kOverlapRunAttr: warpgroups 1-3 run it alongside the fused run.
-void fuseIntoProducts(PackDkvOp pack, int64_t threads, bool overlap) {
+/// kOverlapRunAttr: warpgroups 1-3 run it alongside the fused run; with
+/// `overlap` 2, chunk 1 too, right before it.
+void fuseIntoProducts(PackDkvOp pack, int64_t threads, int64_t overlap) {
   Block *body = pack->getBlock();
   Value sTile = pack.getProbs(), dpTile = pack.getDs();
   TileDotOp qDot, doDot;
@@ -215,9 +216,25 @@ void fuseIntoProducts(PackDkvOp pack, int64_t threads, bool overlap) {
       if (isa<ScatterPackedOp>(op)) {
         op->moveBefore(first);
         op->setAttr(kOverlapRunAttr, mark);
-        // On the kernel too (smla-compile checks epilogue=overlap).
-        pack->getParentOfType<gpu::GPUFuncOp>()->setAttr(kOverlapRunAttr,
-                                                         mark);
+        // With overlap > 1, the chunks before it as well, in order, right
+        // before it (the key gather then closes the step's first phase).
+        int64_t last = static_cast<int64_t>(cast<ScatterPackedOp>(op).getChunk());
+        int64_t marked = 1;
+        Operation *at = op;
+        for (int64_t c = last - 1; c > last - overlap && c >= 0; --c)
+          for (auto other : body->getOps<ScatterPackedOp>())
+            if (static_cast<int64_t>(other.getChunk()) == c) {
+              other->moveBefore(at);
+              other->setAttr(kOverlapRunAttr, mark);
+              at = other;
+              ++marked;
+              break;
+            }
+        // On the kernel too, with the count (smla-compile checks
+        // epilogue=overlap and overlap_chunks).
+        OpBuilder b(pack);
+        pack->getParentOfType<gpu::GPUFuncOp>()->setAttr(
+            kOverlapRunAttr, b.getI64IntegerAttr(marked));
         break;
       }
   for (Operation *op : run)
@@ -304,7 +321,8 @@ Cluster clusterOf(ScatterDkvOp scatter, Value packed) {
   return c;
 }
 
-void defer(ScatterDkvOp scatter, int64_t threads, bool fuse, bool overlap) {
+void defer(ScatterDkvOp scatter, int64_t threads, bool fuse,
+           int64_t overlap) {
   auto loop = dyn_cast<scf::ForOp>(scatter->getParentOp());
   if (!loop || !canUseWgmma(scatter, threads) || !scatter.getMask())
     return;
@@ -395,7 +413,7 @@ struct SMLADeferScatterPass
       func.walk([&](ScatterDkvOp op) { work.push_back({op, threads}); });
     });
     for (auto [op, threads] : work)
-      defer(op, threads, fuseEpilogue, overlapChunk);
+      defer(op, threads, fuseEpilogue, overlapChunks);
   }
 };
 } // namespace

@@ -49,6 +49,12 @@ constexpr int64_t kSlots = 64, kChunk = 48,
 } // namespace
 
 namespace {
+/// The marked chunk right before the run (not one before another marked
+/// chunk): the one that arrives at named barrier 1.
+bool lastOverlapChunk(ScatterPackedOp op) {
+  Operation *next = op->getNextNode();
+  return !(next && next->hasAttr(kOverlapRunAttr));
+}
 Value i32c(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
 }
@@ -365,7 +371,8 @@ void lowerScatterPackedCluster(CtaEmitter &e, ScatterPackedOp op,
   if (overlap) {
     // The packed tiles read and the slots loaded: warpgroup 0 may
     // overwrite them. n8 tiles 0-1 and 2-3 as pairs.
-    arriveOverlap(b, loc);
+    if (lastOverlapChunk(op))
+      arriveOverlap(b, loc);
     for (int64_t i = 0; i < kN / 8; i += 2)
       red.pair(ValueRange(ArrayRef<Value>(d).slice(4 * i, 4)),
                ValueRange(ArrayRef<Value>(d).slice(4 * i + 4, 4)),
@@ -432,7 +439,7 @@ void lowerScatterPackedPair(CtaEmitter &e, ScatterPackedOp op, bool overlap) {
   ChunkReductions red(m, op, w, w4);
   // The packed tiles read and the slots loaded: warpgroup 0 may
   // overwrite them.
-  if (overlap)
+  if (overlap && lastOverlapChunk(op))
     arriveOverlap(b, loc);
   for (int64_t i = 0; i < width / 8; i += 2)
     red.pair(ValueRange(ArrayRef<Value>(d).slice(4 * i, 4)),

@@ -273,6 +273,9 @@ private:
     // Its named barrier pairs with the run's (LowerEpilogueWgmma.cpp),
     // which looks for the mark on the op right before its first tile_dot.
     Operation *next = op->getNextNode();
+    while (op->hasAttr(kOverlapRunAttr) && next &&
+           isa<ScatterPackedOp>(next) && next->hasAttr(kOverlapRunAttr))
+      next = next->getNextNode();
     if (op->hasAttr(kOverlapRunAttr) &&
         !(isa_and_nonnull<TileDotOp>(next) &&
           next->hasAttr(kFusedEpilogueAttr)))

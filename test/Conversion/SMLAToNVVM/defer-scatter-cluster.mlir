@@ -3,6 +3,8 @@
 
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter %s | FileCheck %s --check-prefix=OFF
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true cluster-head-blocks=true" --smla-defer-scatter="fuse-epilogue=true" --smla-verify-guards --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=FUSED
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true cluster-head-blocks=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunks=2" --smla-verify-guards --smla-allocate-smem --smla-insert-barriers %s | FileCheck %s --check-prefix=OV2
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true cluster-head-blocks=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunks=2" --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=OV2LOW
 
 // With fuse-epilogue (fused-epilogue.mlir; the library keeps it off for
 // the clusters, whose kernels then spill): warpgroup 0 sends its 16
@@ -113,3 +115,26 @@ func.func @h128(%q: memref<?x128x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memre
   smla.sparse_attention_bwd q(%q : memref<?x128x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x128x512xbf16>) dout(%dout : memref<?x128x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x128xf32>) dq(%dq : memref<?x128x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<3xi64>) {config = #smla.config<d = 512, dt = 64, heads = 128, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 4, tokens = 1>, sm_scale = 0.0416 : f32}
   return
 }
+
+// overlap-chunks=2: chunks 1 and 2 both right before the products,
+// marked, after the barrier that closes the gather's phase; no barrier
+// between them or before the run (one op for smla-insert-barriers).
+// OV2-LABEL: gpu.func @b1_bwd
+// OV2-SAME: smla.overlap_run = 2 : i64
+// OV2: scf.for
+// OV2: smla.scatter_packed {{.*}} {chunk = 0 : i64, chunks = 3 : i64}
+// OV2-NEXT: smla.gather
+// OV2: gpu.barrier
+// OV2-NEXT: smla.scatter_packed {{.*}} {chunk = 1 : i64, chunks = 3 : i64, smla.overlap_run}
+// OV2-NEXT: smla.scatter_packed {{.*}} {chunk = 2 : i64, chunks = 3 : i64, smla.overlap_run}
+// OV2-NEXT: smla.tile_dot {{.*}} {smla.fused_epilogue}
+// OV2: smla.pack_dkv
+// OV2-NEXT: gpu.barrier
+// OV2-NEXT: smla.dq_packed
+// Both chunks under tid >= 128, one arrive (after the second), one sync.
+// OV2LOW-LABEL: gpu.func @b1_bwd
+// OV2LOW-COUNT-1: "bar.arrive 1, 512;"
+// OV2LOW-NOT: "bar.arrive 1, 512;"
+// OV2LOW: "bar.sync 1, 512;"
+// OV2LOW-NOT: "bar.arrive 1, 512;"
+// OV2LOW-LABEL: gpu.func @b1_dkv_zero

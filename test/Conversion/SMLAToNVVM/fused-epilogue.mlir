@@ -4,8 +4,8 @@
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true" --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=NOTILE
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=TILE
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true" --smla-allocate-smem %s | FileCheck %s --check-prefix=SMEM
-// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunk=true" --smla-allocate-smem --smla-insert-barriers %s | FileCheck %s --check-prefix=OVBAR
-// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunk=true" --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=OVLOW
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunks=1" --smla-allocate-smem --smla-insert-barriers %s | FileCheck %s --check-prefix=OVBAR
+// RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunks=1" --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=OVLOW
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true" --smla-defer-scatter --smla-allocate-smem %s | FileCheck %s --check-prefix=SMEM-CTA
 
 // The token-pair kernel of defer-scatter.mlir with smla-defer-scatter's
@@ -102,7 +102,7 @@ func.func @pair(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref
 // SMEM-CTA-LABEL: gpu.func @pair_bwd
 // SMEM-CTA-SAME: smla.dynamic_smem = 174080
 
-// With overlap-chunk (epilogue=overlap) chunk 2 sits right before the
+// With overlap-chunks=1 (epilogue=overlap) chunk 2 sits right before the
 // products, marked smla.overlap_run, and smla-insert-barriers sees chunk
 // and run as one op: the barrier moves from between them to before the
 // chunk (the run's pack overwrites what chunks 1 and 2 read), still three

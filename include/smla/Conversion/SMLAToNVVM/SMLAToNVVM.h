@@ -181,13 +181,15 @@ constexpr int64_t kSwizzleSlab = 64 * 128;
 /// the mark too (smla-compile checks that epilogue=fused fused something).
 constexpr llvm::StringLiteral kFusedEpilogueAttr = "smla.fused_epilogue";
 /// Marks the scatter_packed chunk right before a fused run that
-/// warpgroups 1-3 run alongside it (overlapChunk, DeferScatter.cpp): the
-/// chunk's columns split three ways, its wgmma reads of the packed tiles
-/// and its slot loads ordered before warpgroup 0's packed stores and slot
-/// writes by named barrier kOverlapBarrier (bar.arrive / bar.sync of
-/// all threads), not by a CTA barrier; smla-insert-barriers sees chunk
-/// and run as one op. The gpu.func carries the mark too (smla-compile
-/// checks that epilogue=overlap found its chunk).
+/// warpgroups 1-3 run alongside it (overlapChunks, DeferScatter.cpp), or
+/// the two chunks right before it (overlap-chunks=2): each chunk's
+/// columns split three ways, its wgmma reads of the packed tiles and its
+/// slot loads ordered before warpgroup 0's packed stores and slot writes
+/// by named barrier kOverlapBarrier (bar.arrive after the last chunk's,
+/// bar.sync in the run), not by a CTA barrier; smla-insert-barriers sees
+/// the chunks and the run as one op. The gpu.func carries the number of
+/// such chunks as the attribute's value (smla-compile checks
+/// epilogue=overlap and overlap_chunks against it).
 constexpr llvm::StringLiteral kOverlapRunAttr = "smla.overlap_run";
 constexpr int64_t kOverlapBarrier = 1;
 
