@@ -101,6 +101,48 @@ def test_ncu_mix_counts_opcodes_and_wide_arithmetic(tmp_path):
     assert "64-bit high halves 33.3%" in r.stdout
 
 
+def test_ncu_warps_splits_by_executing_warp_set(tmp_path):
+    """bench/ncu_phases.py --warps: runs of instructions that the same
+    number of warps executed (all 16, warpgroups 1-3, warpgroup 0; a
+    prologue run less than once a step is "outside"), each with its share
+    of the samples and its stall reasons; a short run with another count
+    (a branch) joins its neighbour."""
+    header = ["Address", "Source", "Warp Stall Sampling (All Samples)",
+              "Warp Stall Sampling (Not-issued Samples)", "# Samples",
+              "Instructions Executed", "stall_barrier", "stall_long_sb"]
+    rows = []
+    def add(n, count, samples, barrier, long_sb):
+        for _ in range(n):
+            rows.append([hex(16 * len(rows)), "NOP", str(samples), "0", str(samples),
+                         str(count), str(barrier), str(long_sb)])
+    add(10, 50, 1, 1, 0)       # prologue: once per CTA
+    add(10, 1600, 4, 0, 4)     # all 16 warps
+    add(10, 1200, 3, 0, 3)     # warpgroups 1-3
+    add(2, 1100, 1, 0, 1)      # a branch inside them: joins the run
+    add(10, 400, 2, 2, 0)      # warpgroup 0
+    path = tmp_path / "sass.csv"
+    with open(path, "w") as f:
+        f.write('"kernel"\n')
+        for r in [header] + rows:
+            f.write(",".join(f'"{c}"' for c in r) + "\n")
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import csv
+        import ncu_phases
+        runs = ncu_phases.warp_runs(list(csv.reader(open(path))))
+    finally:
+        sys.path.pop(0)
+    total = 10 * 1 + 10 * 4 + 10 * 3 + 2 * 1 + 10 * 2
+    assert [(a, b, w) for a, b, w, _, _ in runs] == [(0, 9, 0), (10, 19, 16), (20, 31, 12),
+                                                     (32, 41, 4)]
+    assert abs(runs[2][3] - 32 / total) < 1e-9
+    assert runs[1][4][0] == ("long_sb", 1.0) and runs[3][4][0] == ("barrier", 1.0)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "ncu_phases.py"), "--warps",
+                        str(path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "12 warps" in r.stdout and "outside" in r.stdout
+
+
 def test_sass_stats_counts_instruction_kinds():
     """bench/sass_stats.py's parser on a cuobjdump -sass excerpt: predicated
     instructions count, encoding lines and headers do not."""
