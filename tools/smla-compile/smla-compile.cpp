@@ -205,9 +205,13 @@ int main(int argc, char **argv) {
               "products of a 32-row CTA at block 64 on 512 threads";
       else if (spec->overlapChunks &&
                overlapChunksOf(*module) < spec->overlapChunks)
-        why = "epilogue=overlap found fewer than " +
-              std::to_string(spec->overlapChunks) +
-              " dKV chunks to run alongside the fused epilogue";
+        why = spec->overlapChunks == 1
+                  ? "epilogue=overlap found no dKV chunk to run alongside "
+                    "the fused epilogue"
+                  : "epilogue=overlap found fewer than " +
+                        std::to_string(spec->overlapChunks) +
+                        " dKV chunks (overlap_chunks) to run alongside the "
+                        "fused epilogue";
       if (!why.empty()) {
         why += " (tried head_blocks=" + std::to_string(split) + ")";
         if (!last) {

@@ -214,8 +214,11 @@ void fuseIntoProducts(PackDkvOp pack, int64_t threads, int64_t overlap) {
   if (overlap)
     for (Operation *op : llvm::reverse(moved))
       if (isa<ScatterPackedOp>(op)) {
+        OpBuilder b(pack);
+        // Each marked chunk's value is its place counted back from the
+        // run: 1, right before it, arrives at the named barrier.
         op->moveBefore(first);
-        op->setAttr(kOverlapRunAttr, mark);
+        op->setAttr(kOverlapRunAttr, b.getI64IntegerAttr(1));
         // With overlap > 1, the chunks before it as well, in order, right
         // before it (the key gather then closes the step's first phase).
         int64_t last = static_cast<int64_t>(cast<ScatterPackedOp>(op).getChunk());
@@ -225,14 +228,12 @@ void fuseIntoProducts(PackDkvOp pack, int64_t threads, int64_t overlap) {
           for (auto other : body->getOps<ScatterPackedOp>())
             if (static_cast<int64_t>(other.getChunk()) == c) {
               other->moveBefore(at);
-              other->setAttr(kOverlapRunAttr, mark);
+              other->setAttr(kOverlapRunAttr, b.getI64IntegerAttr(++marked));
               at = other;
-              ++marked;
               break;
             }
         // On the kernel too, with the count (smla-compile checks
         // epilogue=overlap and overlap_chunks).
-        OpBuilder b(pack);
         pack->getParentOfType<gpu::GPUFuncOp>()->setAttr(
             kOverlapRunAttr, b.getI64IntegerAttr(marked));
         break;
@@ -412,6 +413,14 @@ struct SMLADeferScatterPass
       int64_t threads = (*block)[0];
       func.walk([&](ScatterDkvOp op) { work.push_back({op, threads}); });
     });
+    if (overlapChunks < 0 || overlapChunks > 2 ||
+        (overlapChunks && !fuseEpilogue)) {
+      getOperation()->emitError()
+          << "smla-defer-scatter: overlap-chunks must be 0, 1 or 2, and "
+             "needs fuse-epilogue (got "
+          << overlapChunks.getValue() << ")";
+      return signalPassFailure();
+    }
     for (auto [op, threads] : work)
       defer(op, threads, fuseEpilogue, overlapChunks);
   }

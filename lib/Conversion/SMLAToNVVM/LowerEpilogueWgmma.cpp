@@ -20,9 +20,9 @@
 //                           to the partner and the async-proxy fence
 //
 // Warpgroup 1 writes the slots after the branch (threads 128 + j). With
-// the step's last chunk alongside the run (kOverlapRunAttr, in
-// warpgroups 1-3: LowerScatterWgmma.cpp), warpgroup 0 keeps its 16
-// pairs in registers until named barrier 1 says the chunk has read the
+// the step's last chunk, or last two, alongside the run (kOverlapRunAttr,
+// in warpgroups 1-3: LowerScatterWgmma.cpp), warpgroup 0 keeps its 16
+// pairs in registers until named barrier 1 says the chunks have read the
 // packed tiles and the slots, then stores and sends them and writes the
 // slots itself (threads j < 64).
 //

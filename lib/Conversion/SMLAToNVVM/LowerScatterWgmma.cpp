@@ -21,12 +21,14 @@
 //                   columns of slots 16 (warp % 4) + lane / 4 and 8 more;
 //                   a shfl.xor exchange per pair of n8 tiles turns them
 //                   into red.global.add.v4.f32 of which a quad covers 64
-//                   bytes of one slot, predicated by slot >= 0. The
+//                   bytes of one slot, predicated by slot >= 0. A
 //                   chunk alongside a fused run (kOverlapRunAttr) runs in
 //                   warpgroups 1-3 as three m64n64k16 pieces (the
-//                   cluster form: three m64n32k16 of its 96 columns) and
-//                   arrives at named barrier 1 once its wgmma have read
-//                   the packed tiles and it holds its slots.
+//                   cluster form: three m64n32k16 of its 96 columns);
+//                   the one right before the run (the mark's value 1;
+//                   with overlap-chunks=2 another precedes it) arrives
+//                   at named barrier 1 once its wgmma have read the
+//                   packed tiles and it holds its slots.
 // Descriptors (bench/wgmma.cu, bench/wgmma_dkv.cu check both readings):
 // K-major A: LBO = 1024 (k), SBO = 128 (slots); MN-major B: LBO = 128
 // (rows), SBO = 1024 (columns). Probe: 5.5x over the mma.sync form per
@@ -49,11 +51,11 @@ constexpr int64_t kSlots = 64, kChunk = 48,
 } // namespace
 
 namespace {
-/// The marked chunk right before the run (not one before another marked
-/// chunk): the one that arrives at named barrier 1.
+/// The marked chunk right before the run (its mark's value 1, not a chunk
+/// before another marked one): the one that arrives at named barrier 1.
 bool lastOverlapChunk(ScatterPackedOp op) {
-  Operation *next = op->getNextNode();
-  return !(next && next->hasAttr(kOverlapRunAttr));
+  auto place = op->getAttrOfType<IntegerAttr>(kOverlapRunAttr);
+  return place && place.getInt() == 1;
 }
 Value i32c(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));

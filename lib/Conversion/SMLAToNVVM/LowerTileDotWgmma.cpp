@@ -19,7 +19,8 @@
 // 8 more by rows 8 i + 2 (lane % 4) + {0, 1} of [q; do], into the S and dP
 // tiles. Probe (bench/wgmma.cu, wg1r): 1.35 us per block against 2.08 for
 // the mma.sync form. The other warpgroups wait at the barrier after it,
-// or, with the step's last dKV chunk alongside (kOverlapRunAttr), run it.
+// or, with the step's last dKV chunk (or two) alongside (kOverlapRunAttr),
+// run it.
 //
 // With the key tile swizzled (smla-defer-scatter, swizzledKeys) A comes
 // from shared memory too: K-major with 128-byte swizzle, SBO 1024 (8-key

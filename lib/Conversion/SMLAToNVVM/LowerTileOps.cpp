@@ -271,11 +271,19 @@ private:
                                  "canonical [q; do] tile and chunks of "
                               << kWgmmaChunkColumns << " columns";
     // Its named barrier pairs with the run's (LowerEpilogueWgmma.cpp),
-    // which looks for the mark on the op right before its first tile_dot.
+    // which looks for the mark on the op right before its first tile_dot;
+    // the chunk whose mark is 1 (right before the run) arrives.
     Operation *next = op->getNextNode();
     while (op->hasAttr(kOverlapRunAttr) && next &&
            isa<ScatterPackedOp>(next) && next->hasAttr(kOverlapRunAttr))
       next = next->getNextNode();
+    auto place = op->getAttrOfType<IntegerAttr>(kOverlapRunAttr);
+    if (op->hasAttr(kOverlapRunAttr) &&
+        (!place || place.getInt() < 1 ||
+         (place.getInt() == 1) != (next == op->getNextNode())))
+      return op->emitOpError() << "runs alongside a fused epilogue but its "
+                               << kOverlapRunAttr
+                               << " is not its place before the run";
     if (op->hasAttr(kOverlapRunAttr) &&
         !(isa_and_nonnull<TileDotOp>(next) &&
           next->hasAttr(kFusedEpilogueAttr)))

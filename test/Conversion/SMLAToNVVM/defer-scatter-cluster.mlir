@@ -5,6 +5,7 @@
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true cluster-head-blocks=true" --smla-defer-scatter="fuse-epilogue=true" --smla-verify-guards --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=FUSED
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true cluster-head-blocks=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunks=2" --smla-verify-guards --smla-allocate-smem --smla-insert-barriers %s | FileCheck %s --check-prefix=OV2
 // RUN: smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true cluster-head-blocks=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunks=2" --smla-allocate-smem --smla-verify-smem --smla-insert-barriers --smla-lower-to-nvvm %s | FileCheck %s --check-prefix=OV2LOW
+// RUN: not smla-opt --smla-guarded --smla-gpu-map="threads=512 wgmma-scatter=true cluster-head-blocks=true" --smla-defer-scatter="fuse-epilogue=true overlap-chunks=3" %s 2>&1 | FileCheck %s --check-prefix=OV3
 
 // With fuse-epilogue (fused-epilogue.mlir; the library keeps it off for
 // the clusters, whose kernels then spill): warpgroup 0 sends its 16
@@ -125,16 +126,41 @@ func.func @h128(%q: memref<?x128x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memre
 // OV2: smla.scatter_packed {{.*}} {chunk = 0 : i64, chunks = 3 : i64}
 // OV2-NEXT: smla.gather
 // OV2: gpu.barrier
-// OV2-NEXT: smla.scatter_packed {{.*}} {chunk = 1 : i64, chunks = 3 : i64, smla.overlap_run}
-// OV2-NEXT: smla.scatter_packed {{.*}} {chunk = 2 : i64, chunks = 3 : i64, smla.overlap_run}
+// OV2-NEXT: smla.scatter_packed {{.*}} {chunk = 1 : i64, chunks = 3 : i64, smla.overlap_run = 2 : i64}
+// OV2-NEXT: smla.scatter_packed {{.*}} {chunk = 2 : i64, chunks = 3 : i64, smla.overlap_run = 1 : i64}
 // OV2-NEXT: smla.tile_dot {{.*}} {smla.fused_epilogue}
 // OV2: smla.pack_dkv
 // OV2-NEXT: gpu.barrier
 // OV2-NEXT: smla.dq_packed
-// Both chunks under tid >= 128, one arrive (after the second), one sync.
+// After the barrier, both chunks under thread >= 128: the first without
+// an arrive, the second with its one arrive after its wgmma wait and
+// before its reductions; then warpgroup 0's sync.
 // OV2LOW-LABEL: gpu.func @b1_bwd
+// OV2LOW: scf.for %{{.*}} = %c0{{.*}} to %{{[0-9]+}} step %c1
+// OV2LOW: gpu.barrier
+// OV2LOW-NEXT: arith.constant 128 : index
+// OV2LOW-NEXT: arith.cmpi uge, %thread_id_x
+// OV2LOW-NOT: bar.arrive
+// OV2LOW: "wgmma.wait_group.sync.aligned 0;"
+// OV2LOW-NOT: bar.arrive
+// OV2LOW: red.global.add.v4.f32
+// OV2LOW-NOT: bar.arrive
+// OV2LOW: arith.cmpi uge, %thread_id_x, %c128
+// OV2LOW-NOT: bar.arrive
+// OV2LOW: "wgmma.wait_group.sync.aligned 0;"
+// OV2LOW-NOT: red.global
+// OV2LOW: "bar.arrive 1, 512;"
+// OV2LOW-NOT: bar.arrive
+// OV2LOW: red.global.add.v4.f32
+// OV2LOW-NOT: bar.arrive
+// OV2LOW: "bar.sync 1, 512;"
+// OV2LOW-NOT: bar.arrive
+// OV2LOW-LABEL: gpu.func @b1_dkv_zero
+// The same for H = 128's pairs of head blocks.
+// OV2LOW-LABEL: gpu.func @h128_bwd
 // OV2LOW-COUNT-1: "bar.arrive 1, 512;"
 // OV2LOW-NOT: "bar.arrive 1, 512;"
 // OV2LOW: "bar.sync 1, 512;"
-// OV2LOW-NOT: "bar.arrive 1, 512;"
-// OV2LOW-LABEL: gpu.func @b1_dkv_zero
+// OV2LOW-LABEL: gpu.func @h128_dkv_zero
+// The pass takes 0, 1 or 2, with fuse-epilogue.
+// OV3: overlap-chunks must be 0, 1 or 2, and needs fuse-epilogue (got 3)

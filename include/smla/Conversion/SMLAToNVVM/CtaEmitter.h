@@ -188,10 +188,11 @@ Value packedPairOffset(OpBuilder &b, Location loc, Value h, Value jBlock,
                        Value jLow);
 void writePackSlots(CtaEmitter &e, PackDkvOp op, const LaneFn &mask,
                     const LaneFn &index, int64_t firstThread);
-/// The named barrier between a chunk that runs alongside a fused run
-/// (kOverlapRunAttr) and the run: warpgroups 1-3 arrive once their
-/// wgmma have read the packed tiles and they hold the slots; warpgroup 0
-/// syncs before it overwrites either (all 512 threads take part).
+/// The named barrier between the chunks that run alongside a fused run
+/// (kOverlapRunAttr) and the run: warpgroups 1-3 arrive once the last
+/// chunk's wgmma have read the packed tiles and they hold its slots (the
+/// chunks before it precede it in program order); warpgroup 0 syncs
+/// before it overwrites either (all 512 threads take part).
 void arriveOverlap(OpBuilder &b, Location loc);
 void syncOverlap(OpBuilder &b, Location loc);
 Value packCount(CtaEmitter &e, PackDkvOp op);

@@ -176,13 +176,14 @@ constexpr int64_t kSwizzleSlab = 64 * 128;
 /// pack_dkv that reads them, in that order. The lowering emits the run at
 /// its first tile_dot with S and dP in that warpgroup's accumulator
 /// registers (the tiles are not touched), and smla-insert-barriers sees
-/// the run as one op at that place (or at the chunk that runs alongside
-/// it, kOverlapRunAttr). The gpu.func of such a run carries
+/// the run as one op at that place (or at the first chunk that runs
+/// alongside it, kOverlapRunAttr). The gpu.func of such a run carries
 /// the mark too (smla-compile checks that epilogue=fused fused something).
 constexpr llvm::StringLiteral kFusedEpilogueAttr = "smla.fused_epilogue";
 /// Marks the scatter_packed chunk right before a fused run that
 /// warpgroups 1-3 run alongside it (overlapChunks, DeferScatter.cpp), or
-/// the two chunks right before it (overlap-chunks=2): each chunk's
+/// the two chunks right before it (overlap-chunks=2), the value being the
+/// chunk's place counted back from the run (1: right before it): each chunk's
 /// columns split three ways, its wgmma reads of the packed tiles and its
 /// slot loads ordered before warpgroup 0's packed stores and slot writes
 /// by named barrier kOverlapBarrier (bar.arrive after the last chunk's,
