@@ -103,10 +103,11 @@ func.func @pair(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref
 // SMEM-CTA-SAME: smla.dynamic_smem = 174080
 
 // With overlap-chunks=1 (epilogue=overlap) chunk 2 sits right before the
-// products, marked smla.overlap_run, (its place before the run: 1), and smla-insert-barriers sees chunk
-// and run as one op: the barrier moves from between them to before the
-// chunk (the run's pack overwrites what chunks 1 and 2 read), still three
-// a step. The kernel carries the mark too (smla-compile checks it).
+// products, marked smla.overlap_run = 1 (its place before the run), and
+// smla-insert-barriers sees chunk and run as one op: the barrier moves
+// from between them to before the chunk (the run's pack overwrites what
+// chunks 1 and 2 read), still three a step. The kernel carries the mark
+// too, its value the number of such chunks (smla-compile checks it).
 // OVBAR-LABEL: gpu.func @pair_bwd
 // OVBAR-SAME: smla.overlap_run = 1 : i64
 // OVBAR: smla.scatter_packed {{.*}} {chunk = 1 : i64, chunks = 3 : i64}
