@@ -66,6 +66,24 @@ def test_bench_walk_refuses_without_the_compiled_kernels():
     assert "needs a CUDA device and the compiled extension" in r.stderr
 
 
+def _source_view(tmp_path, header, rows):
+    """Writes an ncu SASS source-view CSV (a kernel line, the header, the
+    rows) and returns its path and its rows as bench/ncu_phases.py reads
+    them, with that module."""
+    import csv
+    path = tmp_path / "sass.csv"
+    with open(path, "w") as f:
+        f.write('"kernel"\n')
+        for r in [header] + rows:
+            f.write(",".join(f'"{c}"' for c in r) + "\n")
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import ncu_phases
+    finally:
+        sys.path.pop(0)
+    return path, list(csv.reader(open(path))), ncu_phases
+
+
 def test_ncu_mix_counts_opcodes_and_wide_arithmetic(tmp_path):
     """bench/ncu_phases.py --mix on a small source-view CSV: executed
     instructions by opcode (predicate and modifiers dropped), their share of
@@ -80,18 +98,8 @@ def test_ncu_mix_counts_opcodes_and_wide_arithmetic(tmp_path):
         ["0x30", "ISETP.GE.U32.AND P2, PT, R1, RZ, PT", "0", "0", "0", "200"],
         ["0x40", "HGMMA.64x24x16.F32.BF16 R24, gdesc[UR12].tnspB, R24", "6", "0", "6", "600"],
     ]
-    path = tmp_path / "sass.csv"
-    with open(path, "w") as f:
-        f.write('"kernel"\n')
-        for r in [header] + rows:
-            f.write(",".join(f'"{c}"' for c in r) + "\n")
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    try:
-        import csv
-        import ncu_phases
-        ops, total, wide = ncu_phases.mix(list(csv.reader(open(path))))
-    finally:
-        sys.path.pop(0)
+    path, view, ncu_phases = _source_view(tmp_path, header, rows)
+    ops, total, wide = ncu_phases.mix(view)
     assert total == 1200 and wide == 400
     assert ops[0] == ("HGMMA", 600, 0.6)
     assert dict((o, n) for o, n, _ in ops) == {"HGMMA": 600, "ISETP": 400, "IMAD": 200}
@@ -120,18 +128,8 @@ def test_ncu_warps_splits_by_executing_warp_set(tmp_path):
     add(10, 1200, 3, 0, 3)     # warpgroups 1-3
     add(2, 1100, 1, 0, 1)      # a branch inside them: joins the run
     add(10, 400, 2, 2, 0)      # warpgroup 0
-    path = tmp_path / "sass.csv"
-    with open(path, "w") as f:
-        f.write('"kernel"\n')
-        for r in [header] + rows:
-            f.write(",".join(f'"{c}"' for c in r) + "\n")
-    sys.path.insert(0, os.path.join(ROOT, "bench"))
-    try:
-        import csv
-        import ncu_phases
-        runs = ncu_phases.warp_runs(list(csv.reader(open(path))))
-    finally:
-        sys.path.pop(0)
+    path, view, ncu_phases = _source_view(tmp_path, header, rows)
+    runs = ncu_phases.warp_runs(view)
     total = 10 * 1 + 10 * 4 + 10 * 3 + 2 * 1 + 10 * 2
     assert [(a, b, w) for a, b, w, _, _ in runs] == [(0, 9, 0), (10, 19, 16), (20, 31, 12),
                                                      (32, 41, 4)]
