@@ -46,6 +46,9 @@ case $call in
    # step): racecheck on H = 128's adopted kernel
   binding
   race base h128 SMLA_SANITIZE_HEADS=128 SMLA_SANITIZE_LIMIT=1 ;;
+6) # ncu on the adopted library's B1 kernel (two chunks alongside)
+  binding
+  profile base B1 "h64_g1_b64_s2_base2.*_bwd" B1 ;;
 esac
 cat $OUT/bench.txt 2>/dev/null
 echo "done $((SECONDS-T0))s"
