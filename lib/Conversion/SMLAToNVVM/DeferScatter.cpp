@@ -221,12 +221,15 @@ void fuseIntoProducts(PackDkvOp pack, int64_t threads, int64_t overlap) {
         op->setAttr(kOverlapRunAttr, b.getI64IntegerAttr(1));
         // With overlap > 1, the chunks before it as well, in order, right
         // before it (the key gather then closes the step's first phase).
-        int64_t last = static_cast<int64_t>(cast<ScatterPackedOp>(op).getChunk());
+        auto chunkOf = [](ScatterPackedOp c) {
+          return static_cast<int64_t>(c.getChunk());
+        };
+        int64_t last = chunkOf(cast<ScatterPackedOp>(op));
         int64_t marked = 1;
         Operation *at = op;
         for (int64_t c = last - 1; c > last - overlap && c >= 0; --c)
           for (auto other : body->getOps<ScatterPackedOp>())
-            if (static_cast<int64_t>(other.getChunk()) == c) {
+            if (chunkOf(other) == c) {
               other->moveBefore(at);
               other->setAttr(kOverlapRunAttr, b.getI64IntegerAttr(++marked));
               at = other;
