@@ -76,7 +76,7 @@
 // RUN: grep -c "wgmma.mma_async" %t/fe/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
 // RUN: grep -c "ex2.approx" %t/fe/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-EX2
 // RUN: FileCheck %s --check-prefix=FUSED-MANIFEST < %t/fe/manifest.json
-// RUN: smla-compile -o %t/fc -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=fused
+// RUN: smla-compile -o %t/fc -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=fused,max_spill=40
 // RUN: FileCheck %s --check-prefix=FUSED-B1C < %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: grep -c "ex2.approx" %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-EX2
 // RUN: grep -c "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32" %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-B1-SEND
@@ -86,12 +86,12 @@
 // RUN: FileCheck %s --check-prefix=OVERLAP-PTX < %t/ov/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=OVERLAP-MANIFEST < %t/ov/manifest.json
 // RUN: not smla-compile -o %t/bad -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=overlap 2>&1 | FileCheck %s --check-prefix=OVERLAP-SPILL
-// RUN: smla-compile -o %t/ovc -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=overlap,max_spill=16
+// RUN: smla-compile -o %t/ovc -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=overlap,max_spill=32
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 0, 1;" %t/ovc/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=OVERLAP-B1-N32
 // RUN: FileCheck %s --check-prefix=OVERLAP-PTX < %t/ovc/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=OVERLAP-B1-MANIFEST < %t/ovc/manifest.json
 // RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,max_spill=100 2>&1 | FileCheck %s --check-prefix=OVERLAP-MAXSPILL
-// RUN: smla-compile -o %t/ov2 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=overlap,overlap_chunks=2
+// RUN: smla-compile -o %t/ov2 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=overlap,overlap_chunks=2,max_spill=24
 // RUN: FileCheck %s --check-prefix=OVERLAP2-PTXAS < %t/ov2/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptxas.txt
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 0, 1;" %t/ov2/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=OVERLAP2-N32
 // RUN: FileCheck %s --check-prefix=OVERLAP-PTX < %t/ov2/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx
@@ -232,9 +232,10 @@
 // epilogue=overlap: the last dKV chunk in warpgroups 1-3 alongside the
 // fused run, ordered by named barrier 1 (one arrive in the chunk, one
 // sync in warpgroup 0), the token-pair kernel still without spill. B1's
-// cluster kernel spills 8 bytes that way (a loop invariant; measured
-// 1.08x faster all the same): refused unless the configuration accepts
-// it with max_spill, which the manifest records. Its chunk runs as 8
+// cluster kernel spills that way (8 bytes, a loop invariant, when it was
+// measured 1.08x faster all the same; 32 since delta runs on every warp):
+// refused unless the configuration accepts it with max_spill, which the
+// manifest records. Its chunk runs as 8
 // m64n32k16 (own and partner rows, two products, two k steps) per
 // warpgroup instead of m64n24k16.
 // OVERLAP-PTX: bar.arrive 1, 512;
@@ -243,26 +244,33 @@
 // OVERLAP-MANIFEST: "epilogue": "overlap"
 // OVERLAP-SPILL: kernel smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16_bwd spills registers ({{[0-9]+}} bytes stored, {{[0-9]+}} loaded, max_spill=0;
 // OVERLAP-B1-N32: {{^}}8{{$}}
-// OVERLAP-B1-MANIFEST: "max_spill": 16
+// OVERLAP-B1-MANIFEST: "max_spill": 32
 // OVERLAP-MAXSPILL: bad value '100' for configuration key 'max_spill'
 // overlap_chunks=2: chunks 1 and 2 both in warpgroups 1-3 alongside the
-// run (16 m64n32k16 of the chunks, one arrive, after the last), and
-// B1's cluster kernel without spill; the manifest records it.
+// run (16 m64n32k16 of the chunks, one arrive, after the last); the
+// manifest records it. B1's cluster kernel (the library's configuration)
+// spills 24 bytes since delta runs on every warp: four thread-layout
+// values stored before the step loop and reloaded in the CTA's tail
+// after it (cuobjdump, docs/codegen.md), accepted by max_spill=24.
 // OVERLAP2-PTXAS: Function properties for smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16_bwd
-// OVERLAP2-PTXAS-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// OVERLAP2-PTXAS-NEXT: {{[0-9]+}} bytes stack frame, {{(8|16|24) bytes spill stores}}
 // OVERLAP2-N32: {{^}}16{{$}}
 // OVERLAP2-MANIFEST: "epilogue": "overlap"
 // OVERLAP2-MANIFEST: "overlap_chunks": 2
 // OVERLAP2-NEEDS: overlap_chunks needs epilogue=overlap
 // OVERLAP2-BAD: bad value '3' for configuration key 'overlap_chunks'
-// B1's cluster kernel for a base-2 lse (the library's): no spill at the
-// 128-register cap of 512 threads, the same 16 exp2, the 16 bf16 pairs
-// of dS^T and P^T sent to the partner straight from the registers (one
-// st.async each), and without the f32 S and dP tiles 17,408 bytes less
-// shared memory than the CTA-wide kernel's 227,328 (WGMMA-B1-SMEM).
+// B1's cluster kernel for a base-2 lse, fused without the overlap (the
+// library's form in the twenty-second session): the same 16 exp2, the 16
+// bf16 pairs of dS^T and P^T sent to the partner straight from the
+// registers (one st.async each), and without the f32 S and dP tiles
+// 17,408 bytes less shared memory than the CTA-wide kernel's 227,328
+// (WGMMA-B1-SMEM). Since delta runs on every warp (twenty-fifth session)
+// ptxas spills 40 bytes at the 128-register cap of 512 threads here, so
+// it compiles only with max_spill; the library's overlap kernels spill
+// less (OVERLAP2-PTXAS).
 // FUSED-B1C-NOT: C7520
 // FUSED-B1C: Function properties for smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16_bwd
-// FUSED-B1C-NEXT: 0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+// FUSED-B1C-NEXT: {{[0-9]+}} bytes stack frame, {{[0-9]+}} bytes spill stores
 // FUSED-B1-SEND: {{^}}16{{$}}
 // FUSED-B1-SMEM: "dynamic_smem": 209920
 // FUSED-VALUE: bad value 'registers' for configuration key 'epilogue'
