@@ -38,11 +38,11 @@ case $call in
   rounds 1 250 "B1 B2 H128" base lib
   SMLA_GPU_STEPS="bench" SMLA_BENCH_SHAPES="B1 B2 B2r" bash scripts/gpu.sh $OUT/bench $(lib lib) > $OUT/bench-gpu.txt 2>&1; echo "gpu.sh bench rc=$? $((SECONDS-T0))s"
   cat $OUT/bench/summary.txt ;;
-4) # B3 with its peers on the adopted library, ncu on B1's kernel
-  SMLA_GPU_STEPS="bench" SMLA_BENCH_SHAPES="B3" bash scripts/gpu.sh $OUT/bench $(lib lib) > $OUT/bench-gpu.txt 2>&1; echo "gpu.sh bench rc=$? $((SECONDS-T0))s"
-  cat $OUT/bench/summary.txt
+4) # ncu on the adopted library's B1 kernel, then B3 with its peers
   binding
-  profile lib B1 "h64_g1_b64_s2_base2.*_bwd" B1 ;;
+  profile lib B1 "h64_g1_b64_s2_base2.*_bwd" B1
+  SMLA_GPU_STEPS="bench" SMLA_BENCH_SHAPES="B3" bash scripts/gpu.sh $OUT/bench $(lib lib) > $OUT/bench-gpu.txt 2>&1; echo "gpu.sh bench rc=$? $((SECONDS-T0))s"
+  cat $OUT/bench/summary.txt ;;
 esac
 cat $OUT/bench.txt 2>/dev/null
 echo "done $((SECONDS-T0))s"
