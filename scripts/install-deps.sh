@@ -22,3 +22,9 @@ done
 if [ "${#need_pip[@]}" -gt 0 ]; then
   $PY -m pip install -q "${need_pip[@]}"
 fi
+# cuobjdump and the nvdisasm it runs (the SASS of the library's cubins:
+# scripts/spill_sites.py, test/Target/spill-sites.mlir), as NVIDIA's wheels
+# where the CUDA toolkit here lacks them.
+if ! $PY "$(dirname "$0")/spill_sites.py" --find >/dev/null 2>&1; then
+  $PY -m pip install -q nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm
+fi

@@ -35,3 +35,18 @@ llvm_config.with_environment("PATH", config.smla_tools_dir, append_path=True)
 # GPU code generation tests that assemble PTX need ptxas (test/Target).
 if os.path.exists("/usr/local/cuda/bin/ptxas"):
     config.available_features.add("ptxas")
+
+# The SASS of compiled cubins (test/Target/spill-sites.mlir) needs
+# cuobjdump; scripts/spill_sites.py finds it (scripts/install-deps.sh).
+# The python3 on the tests' PATH, where the wheels were installed (lit
+# itself may run under another one).
+import shutil
+import subprocess
+import sys
+
+_python = shutil.which("python3", path=config.environment["PATH"]) or sys.executable
+_spill_sites = os.path.join(config.smla_src_root, "scripts", "spill_sites.py")
+if subprocess.run([_python, _spill_sites, "--find"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("cuobjdump")
+config.substitutions.append(("%spill_sites", f"{_python} {_spill_sites}"))
