@@ -20,6 +20,10 @@ Value mlir::smla::emitReduce(
   return loop.getResult(0);
 }
 
+Value mlir::smla::i32c(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
+}
+
 std::pair<Value, Value> mlir::smla::splitQuad(OpBuilder &b, Location loc,
                                               Value q, int64_t width) {
   auto [row, quad] = splitRow(b, loc, q, width / 4);

@@ -57,9 +57,6 @@ bool lastOverlapChunk(ScatterPackedOp op) {
   auto place = op->getAttrOfType<IntegerAttr>(kOverlapRunAttr);
   return place && place.getInt() == 1;
 }
-Value i32c(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v));
-}
 Value toI32(OpBuilder &b, Location loc, Value v) {
   return arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
 }

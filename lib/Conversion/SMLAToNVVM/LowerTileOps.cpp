@@ -365,10 +365,6 @@ private:
     e.ctaLoop(items, [&](OpBuilder &b, Value item) {
       Location loc = e.loc;
       auto v8 = VectorType::get({8}, b.getF32Type());
-      auto i32 = [&](int64_t v) {
-        return arith::ConstantOp::create(b, loc, b.getI32IntegerAttr(v))
-            .getResult();
-      };
       auto [h, part] = splitRow(b, loc, item, parts);
       Value live =
           arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, h,
@@ -417,9 +413,10 @@ private:
           });
       Value sum = partial.getResult(0);
       for (int64_t off = parts / 2; off >= 1; off /= 2) {
-        Value other = gpu::ShuffleOp::create(b, loc, sum, i32(off), i32(32),
-                                             gpu::ShuffleMode::XOR)
-                          .getShuffleResult();
+        Value other =
+            gpu::ShuffleOp::create(b, loc, sum, i32c(b, loc, off),
+                                   i32c(b, loc, 32), gpu::ShuffleMode::XOR)
+                .getShuffleResult();
         sum = arith::AddFOp::create(b, loc, sum, other);
       }
       Value first =

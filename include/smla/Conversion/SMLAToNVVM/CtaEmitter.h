@@ -53,6 +53,10 @@ struct CtaEmitter {
   int64_t threads;
 };
 
+/// An i32 constant at the builder's insertion point (CtaEmitter::i32 puts
+/// it at the emitter's).
+Value i32c(OpBuilder &b, Location loc, int64_t v);
+
 /// Splits a flat index over rows of `width / 4` quads (groups of 4 f32
 /// columns) into (row, first column of the quad).
 std::pair<Value, Value> splitQuad(OpBuilder &b, Location loc, Value q,
