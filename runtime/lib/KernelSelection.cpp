@@ -119,6 +119,29 @@ static std::vector<std::string> differences(const KernelConfig &config,
   return out;
 }
 
+/// True when `config` serves `request`: `differences` without its strings.
+static bool serves(const KernelConfig &config, const KernelRequest &request) {
+  auto same = [](const auto &have, const auto &want) {
+    return !have || *have == want;
+  };
+  return same(config.d, request.d) && same(config.dt, request.dt) &&
+         same(config.heads, request.heads) &&
+         same(config.groups, request.groups) &&
+         same(config.lseBase, request.lseBase) &&
+         same(config.positions, request.positions) &&
+         (!request.block || same(config.block, *request.block)) &&
+         config.tokens.value_or(1) == request.tokens &&
+         same(config.dqType, request.dqType) &&
+         same(config.dkvType, request.dkvType);
+}
+
+const KernelEntry *Manifest::match(const KernelRequest &request) const {
+  for (const KernelEntry &kernel : kernels)
+    if (kernel.kind == request.kind && serves(kernel.config, request))
+      return &kernel;
+  return nullptr;
+}
+
 const KernelEntry &Manifest::select(const KernelRequest &request) const {
   static constexpr size_t kClosestShown = 3;
   struct Candidate {

@@ -156,6 +156,10 @@ const KernelEntry &KernelLibrary::select(const KernelRequest &request) const {
   return state_->manifest.select(request);
 }
 
+const KernelEntry *KernelLibrary::match(const KernelRequest &request) const {
+  return state_->manifest.match(request);
+}
+
 const KernelEntry &KernelLibrary::kernel(std::string_view name) const {
   if (const KernelEntry *kernel = state_->manifest.find(name))
     return *kernel;

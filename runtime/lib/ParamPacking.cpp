@@ -81,12 +81,15 @@ PackedParams packParams(const KernelEntry &kernel, const ParamValues &values) {
 
   for (size_t i = 0; i < kernel.params.size(); ++i) {
     const ParamSpec &param = kernel.params[i];
-    std::string subject = "parameter '" + param.name + "' (" +
-                          paramTypeName(param.type) + ") of " +
-                          kernel.describe();
+    // Built only for an error: describe() formats the whole config, which
+    // cost ~1 us per parameter on every launch.
+    auto subject = [&] {
+      return "parameter '" + param.name + "' (" + paramTypeName(param.type) +
+             ") of " + kernel.describe();
+    };
     auto found = values.find(param.name);
     if (found == values.end())
-      throw Error("smla: no value given for " + subject);
+      throw Error("smla: no value given for " + subject());
     const ParamValue &value = found->second;
     bool isInt =
         value.type() == ParamType::I32 || value.type() == ParamType::I64;
@@ -95,8 +98,8 @@ PackedParams packParams(const KernelEntry &kernel, const ParamValues &values) {
       int64_t v = integerOf(value);
       if (v < std::numeric_limits<int32_t>::min() ||
           v > std::numeric_limits<int32_t>::max())
-        throw Error("smla: the value " + std::to_string(v) + " for " + subject +
-                    " does not fit in 32 bits");
+        throw Error("smla: the value " + std::to_string(v) + " for " +
+                    subject() + " does not fit in 32 bits");
       int32_t narrow = static_cast<int32_t>(v);
       std::memcpy(slot, &narrow, 4);
     } else if (param.type == ParamType::I64 && isInt) {
@@ -113,7 +116,7 @@ PackedParams packParams(const KernelEntry &kernel, const ParamValues &values) {
       }
     } else {
       throw Error(std::string("smla: a value of type ") +
-                  paramTypeName(value.type()) + " was given for " + subject);
+                  paramTypeName(value.type()) + " was given for " + subject());
     }
   }
   return packed;

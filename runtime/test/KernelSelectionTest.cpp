@@ -159,6 +159,59 @@ TEST(KernelSelection, UnknownKindListsTheKindsPresent) {
       "none)");
 }
 
+/// `match` (no strings, the per-call path) picks what `select` picks, and
+/// nothing where `select` throws, over every combination of field values
+/// the manifest has, lacks, or leaves open.
+TEST(KernelSelection, MatchAgreesWithSelect) {
+  KernelJson folded = bwd("pairs_h32", foldedConfig(32, 2));
+  KernelJson cast;
+  cast.name = "cast_dq32";
+  cast.kind = "\"dkv_cast\"";
+  cast.config = R"({"dq_type": "f32", "tokens": 2})";
+  KernelJson delta;
+  delta.name = "delta_d512";
+  delta.kind = "\"delta\"";
+  delta.config = R"({"d": 512})";
+  Manifest manifest = Manifest::parse(manifestText(
+      {bwd("pos_lse2", bwdConfig(512, 64, 16, 1, "2", true)),
+       bwd("nopos_lse2_b32",
+           bwdConfig(512, 64, 16, 1, "2", false, "bf16", "f32", 32)),
+       bwd("pos_lsee_h32", bwdConfig(512, 64, 32, 1, "\"e\"", true)),
+       bwd("pos_lse2_dq32", bwdConfig(512, 64, 16, 1, "2", true, "f32", "f32")),
+       folded, cast, delta}));
+  int matched = 0, refused = 0;
+  for (const char *kind : {"bwd", "delta", "dkv_cast"})
+    for (int64_t d : {512, 576})
+      for (int64_t heads : {16, 32})
+        for (LseBase base : {LseBase::Two, LseBase::E})
+          for (bool positions : {false, true})
+            for (std::optional<int64_t> block :
+                 {std::optional<int64_t>(), std::optional<int64_t>(32),
+                  std::optional<int64_t>(64)})
+              for (int64_t tokens : {1, 2})
+                for (const char *dq : {"bf16", "f32"}) {
+                  KernelRequest request;
+                  request.kind = kind;
+                  request.d = d;
+                  request.heads = heads;
+                  request.lseBase = base;
+                  request.positions = positions;
+                  request.block = block;
+                  request.tokens = tokens;
+                  request.dqType = dq;
+                  const KernelEntry *fast = manifest.match(request);
+                  const KernelEntry *slow = nullptr;
+                  try {
+                    slow = &manifest.select(request);
+                  } catch (const Error &) {
+                  }
+                  EXPECT_EQ(fast, slow) << request.str();
+                  ++(slow ? matched : refused);
+                }
+  EXPECT_GT(matched, 20);
+  EXPECT_GT(refused, 20);
+}
+
 TEST(KernelSelection, VerifyCubinNamesKernelAndBothDigests) {
   Manifest manifest = Manifest::parse(manifestText({KernelJson()}));
   const KernelEntry &kernel = manifest.kernels[0];

@@ -115,6 +115,8 @@ public:
   const Manifest &manifest() const;
   /// Manifest::select on this library's manifest.
   const KernelEntry &select(const KernelRequest &request) const;
+  /// Manifest::match on this library's manifest (nullptr if none matches).
+  const KernelEntry *match(const KernelRequest &request) const;
   /// The kernel named `name`; throws Error listing the names if absent.
   const KernelEntry &kernel(std::string_view name) const;
 

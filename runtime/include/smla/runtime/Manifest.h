@@ -138,8 +138,13 @@ struct Manifest {
   /// The kernel named `name`, or nullptr.
   const KernelEntry *find(std::string_view name) const;
 
-  /// The first kernel (in manifest order) whose config matches `request`.
-  /// Throws Error listing the request and the closest variants if none does.
+  /// The first kernel (in manifest order) whose config matches `request`,
+  /// or nullptr. Builds no strings: the per-call path of optional kinds.
+  const KernelEntry *match(const KernelRequest &request) const;
+
+  /// The same kernel as `match` (field by field, collecting how each
+  /// kernel differs), but throws Error listing the request and the closest
+  /// variants if no kernel matches.
   const KernelEntry &select(const KernelRequest &request) const;
 };
 
