@@ -161,7 +161,7 @@ int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n) {
     return std::min(env.chunk, pairs);
   // Per pair: two rows of 2K slots.
   const int64_t perPair = 2 * 2 * n.K * int64_t(sizeof(int32_t));
-  const int64_t most = std::max<int64_t>(1, kSortWorkspaceBytes / perPair);
+  const int64_t most = std::max<int64_t>(1, kPairRowsBytes / perPair);
   const int64_t chunks = (pairs + most - 1) / most;
   return (pairs + chunks - 1) / chunks;
 }

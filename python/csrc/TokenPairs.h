@@ -24,7 +24,8 @@
 // rows' mean length at most kMaxUnionRatio x K. The rows are built on the
 // device by the library's pair-union kernel (smla.pair_union: one CTA per
 // pair, a hash table in shared memory), 2K slots per token, in chunks of
-// pairs whose rows fit the sorted walk's workspace (64 MiB); the kernel
+// pairs whose rows fit kPairRowsBytes (128 MiB: B2's 4096 pairs in one
+// launch); the kernel
 // also writes each pair's length (K + its union's keys past the first
 // row), and the pair kernel's CTA walks only the blocks below it. A pair
 // whose row repeats a key, or whose K exceeds the union kernel's scratch,
@@ -86,9 +87,18 @@ PairsTry tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
 /// (SMLA_PAIRS=auto, a Probe call); remembers the answer for the shape.
 bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength);
 
+/// The most bytes of aligned rows one chunk of pairs builds: 128 MiB, the
+/// rows of 8192 tokens at K = 2048, so B2 runs as one launch. In two
+/// launches of 64 MiB each, B2 took 9.27-9.52 ms against 9.00-9.24 for
+/// one in alternating rounds (twenty-sixth session, docs/performance.md
+/// "Versions"): a chunk boundary drains the GPU. This workspace
+/// is the op's largest beyond the memory bound (the fp32 dKV
+/// buffer + O(T H)), a constant independent of T.
+inline constexpr int64_t kPairRowsBytes = int64_t(128) << 20;
+
 /// Pairs per launch: the rows a chunk builds (2K slots per token) stay
-/// within kSortWorkspaceBytes (SlotWalk.h), in chunks of equal size, at
-/// least one pair; SMLA_PAIRS_CHUNK overrides.
+/// within kPairRowsBytes, in chunks of equal size, at least one pair;
+/// SMLA_PAIRS_CHUNK overrides.
 int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n);
 
 /// The slots past K that the pair kernel of `block`-slot blocks walked
