@@ -83,6 +83,24 @@ case $call in
   binding
   SMLA_GPU_STEPS="bench" SMLA_BENCH_SHAPES="B2 B3" bash scripts/gpu.sh $OUT/bench $(lib lib) > $OUT/bench-gpu.txt 2>&1; echo "gpu.sh bench rc=$? $((SECONDS-T0))s"
   cat $OUT/bench/summary.txt ;;
+6) # the host's exposed share of the harness's time: each call timed with
+   # the GPU idle at its start (as bench_bwd.py) and behind a GPU sleep
+   # queued first, alternating, 15 each
+  binding
+  export SMLA_KERNEL_DIR=$(lib lib)
+  python3 $P/hidden.py B2 B1 B3 B2r 2>&1 | tee $OUT/hidden.txt ;;
+7) # no ATen slices for a launch that takes every token, dkv allocated
+   # after the bwd launches: test_gpu.py, then the exposed host time of
+   # B2 and B1 against HEAD's binding (scratch/s26/old2 = git archive of
+   # 4870a6f's python, runtime, bench, with hidden.py at its root)
+  binding
+  export SMLA_KERNEL_DIR=$(lib lib)
+  timeout 100 python3 -m pytest -q -x test/python/test_gpu.py > $OUT/pytest.txt 2>&1; echo "pytest rc=$?"; tail -2 $OUT/pytest.txt
+  python3 $P/hidden.py B2 B1 2>&1 | sed 's/^/new /' | tee $OUT/hidden.txt
+  O=$PWD/scratch/s26/old2
+  { cmake -S $O/python -B $O/build-py -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython_EXECUTABLE=$(command -v python3) && cmake --build $O/build-py -j16; } > $OUT/cmake-old.log 2>&1 || { tail -20 $OUT/cmake-old.log; exit 1; }
+  (cd $O && python3 hidden.py B2 B1) 2>&1 | sed 's/^/old /' | tee -a $OUT/hidden.txt
+  python3 $P/hidden.py B2 2>&1 | sed 's/^/new /' | tee -a $OUT/hidden.txt ;;
 esac
 cat $OUT/bench.txt 2>/dev/null
 echo "done $((SECONDS-T0))s"
