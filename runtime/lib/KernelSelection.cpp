@@ -87,52 +87,63 @@ std::string KernelRequest::str() const {
   return out + " dq_type=" + dqType + " dkv_type=" + dkvType;
 }
 
-/// The fields in which `config` contradicts `request`, as "key=value" of the
-/// kernel; empty when the kernel serves the request.
-static std::vector<std::string> differences(const KernelConfig &config,
-                                            const KernelRequest &request) {
-  std::vector<std::string> out;
+/// Calls `onDifference(key, shown)` for each field in which `config`
+/// contradicts `request`, in a fixed order, until it returns false;
+/// `shown()` formats the kernel's value. The one statement of what serves
+/// a request: `serves` stops at the first difference without formatting
+/// anything (the per-call path), `differences` lists them for errors.
+template <typename F>
+static void eachDifference(const KernelConfig &config,
+                           const KernelRequest &request, F &&onDifference) {
+  bool going = true;
   auto check = [&](const auto &have, const auto &want, const char *key,
-                   std::string shown) {
-    if (have && *have != want)
-      out.push_back(std::string(key) + "=" + shown);
+                   auto shown) {
+    if (going && have && *have != want)
+      going = onDifference(key, shown);
   };
   auto num = [](const std::optional<int64_t> &v) {
-    return v ? std::to_string(*v) : std::string();
+    return [v] { return v ? std::to_string(*v) : std::string(); };
   };
   check(config.d, request.d, "d", num(config.d));
   check(config.dt, request.dt, "dt", num(config.dt));
   check(config.heads, request.heads, "h", num(config.heads));
   check(config.groups, request.groups, "g", num(config.groups));
-  check(config.lseBase, request.lseBase, "lse_base",
-        config.lseBase ? lseBaseName(*config.lseBase) : "");
-  check(config.positions, request.positions, "positions",
-        config.positions && *config.positions ? "1" : "0");
+  check(config.lseBase, request.lseBase, "lse_base", [&] {
+    return std::string(config.lseBase ? lseBaseName(*config.lseBase) : "");
+  });
+  check(config.positions, request.positions, "positions", [&] {
+    return std::string(config.positions && *config.positions ? "1" : "0");
+  });
   if (request.block)
     check(config.block, *request.block, "block", num(config.block));
   // A kernel that folds tokens serves only requests for that many.
   std::optional<int64_t> tokens = config.tokens.value_or(1);
   check(tokens, request.tokens, "tokens", num(tokens));
-  check(config.dqType, request.dqType, "dq_type", config.dqType.value_or(""));
+  check(config.dqType, request.dqType, "dq_type",
+        [&] { return config.dqType.value_or(""); });
   check(config.dkvType, request.dkvType, "dkv_type",
-        config.dkvType.value_or(""));
+        [&] { return config.dkvType.value_or(""); });
+}
+
+/// The fields in which `config` contradicts `request`, as "key=value" of the
+/// kernel; empty when the kernel serves the request.
+static std::vector<std::string> differences(const KernelConfig &config,
+                                            const KernelRequest &request) {
+  std::vector<std::string> out;
+  eachDifference(config, request, [&](const char *key, const auto &shown) {
+    out.push_back(std::string(key) + "=" + shown());
+    return true;
+  });
   return out;
 }
 
-/// True when `config` serves `request`: `differences` without its strings.
 static bool serves(const KernelConfig &config, const KernelRequest &request) {
-  auto same = [](const auto &have, const auto &want) {
-    return !have || *have == want;
-  };
-  return same(config.d, request.d) && same(config.dt, request.dt) &&
-         same(config.heads, request.heads) &&
-         same(config.groups, request.groups) &&
-         same(config.lseBase, request.lseBase) &&
-         same(config.positions, request.positions) &&
-         (!request.block || same(config.block, *request.block)) &&
-         config.tokens.value_or(1) == request.tokens &&
-         same(config.dqType, request.dqType) &&
-         same(config.dkvType, request.dkvType);
+  bool differs = false;
+  eachDifference(config, request, [&](const char *, const auto &) {
+    differs = true;
+    return false;
+  });
+  return !differs;
 }
 
 const KernelEntry *Manifest::match(const KernelRequest &request) const {
@@ -144,6 +155,10 @@ const KernelEntry *Manifest::match(const KernelRequest &request) const {
 
 const KernelEntry &Manifest::select(const KernelRequest &request) const {
   static constexpr size_t kClosestShown = 3;
+  if (const KernelEntry *kernel = match(request))
+    return *kernel;
+  // No match: what each kernel of the kind differs in. (A kernel with no
+  // difference here would contradict `match`; the tests check they agree.)
   struct Candidate {
     const KernelEntry *kernel;
     std::vector<std::string> diffs;

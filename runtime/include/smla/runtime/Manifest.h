@@ -142,9 +142,8 @@ struct Manifest {
   /// or nullptr. Builds no strings: the per-call path of optional kinds.
   const KernelEntry *match(const KernelRequest &request) const;
 
-  /// The same kernel as `match` (field by field, collecting how each
-  /// kernel differs), but throws Error listing the request and the closest
-  /// variants if no kernel matches.
+  /// `match`, but throws Error listing the request and the closest
+  /// variants (how each differs) if no kernel matches.
   const KernelEntry &select(const KernelRequest &request) const;
 };
 
