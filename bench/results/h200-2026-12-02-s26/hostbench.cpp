@@ -23,6 +23,9 @@ int main(int argc, char **argv) {
   time("select h128 tokens1 (hit)", [&] { (void)lib.select(req(128, 1)); });
   time("select h32 tokens2 (hit)", [&] { (void)lib.select(req(32, 2)); });
   time("select h128 tokens2 (miss, throws)", [&] { try { (void)lib.select(req(128, 2)); } catch (const Error &) {} });
+  const Manifest &man = lib.manifest();
+  time("match h64 tokens1 (hit)", [&] { (void)man.match(req(64, 1)); });
+  time("match h128 tokens2 (miss)", [&] { (void)man.match(req(128, 2)); });
   const KernelEntry &k = lib.select(req(64, 1));
   ParamValues v;
   time("ParamValues map of 21", [&] {
