@@ -164,3 +164,83 @@ def test_sass_stats_counts_instruction_kinds():
     finally:
         sys.path.pop(0)
     assert s == {"instructions": 9, "R2UR": 1, "wide": 3, "HGMMA": 1, "REDG": 1, "BSSY": 1}
+
+
+_FAKE_EXAMPLE = '''
+import torch
+calls = []
+
+def preprocess(B, S, H, D):
+    calls.append(("preprocess", B, S, H, D))
+    return lambda o, do: (o.float() * do.float()).sum(-1)
+
+def bwd(B, S, S_kv, H, D, D_tail, topk, kv_group, sm_scale, is_causal, threads=256):
+    calls.append(("bwd", B, S, S_kv, H, D, D_tail, topk, kv_group, sm_scale, threads))
+    def run(q, kv, do, indices, lse, delta, dkv):
+        assert q.dim() == 4 and kv.dim() == 4 and indices.dim() == 4 and lse.dim() == 3
+        assert delta.shape == (B, S, H) and dkv.dtype == torch.float32
+        dkv.add_(1.0)
+        return torch.full_like(q, 2.0)
+    return run
+
+def postprocess(B, S_kv, D, D_tail, kv_group):
+    calls.append(("postprocess", B, S_kv, D, D_tail, kv_group))
+    return lambda dkv: dkv.to(torch.bfloat16)
+'''
+
+
+def _tilelang_peer(monkeypatch, example):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import tilelang_peer
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setattr(tilelang_peer, "_module", None)
+    monkeypatch.setattr(tilelang_peer, "_kernels", {})
+    if example is None:
+        monkeypatch.delenv("SMLA_TILELANG_EXAMPLE", raising=False)
+    else:
+        monkeypatch.setenv("SMLA_TILELANG_EXAMPLE", str(example))
+    return tilelang_peer
+
+
+def test_tilelang_peer_adapts_the_example(tmp_path, monkeypatch):
+    """bench/tilelang_peer.py on a stand-in for TileLang's example (same
+    three kernel builders, torch bodies): batched arguments in, unbatched
+    gradients out, kernels built once per shape, 128 threads at 16 heads
+    per group (the example's 256 cannot partition its gemm there)."""
+    import torch
+
+    example = tmp_path / "sparse_mla_bwd.py"
+    example.write_text(_FAKE_EXAMPLE)
+    peer = _tilelang_peer(monkeypatch, example)
+    T, H, S, D, Dt, K = 4, 16, 8, 32, 16, 64
+    q = torch.randn(T, H, D + Dt, dtype=torch.bfloat16)
+    kv = torch.randn(S, 1, D + Dt, dtype=torch.bfloat16)
+    o = torch.randn(T, H, D, dtype=torch.bfloat16)
+    idx = torch.zeros(T, 1, K, dtype=torch.int32)
+    lse = torch.zeros(T, H)
+    for _ in range(2):
+        dq, dkv = peer.sparse_mla_bwd(q, kv, o, o, idx, lse, sm_scale=0.5)
+        assert dq.shape == q.shape and bool((dq == 2).all())
+        assert dkv.shape == kv.shape and dkv.dtype == torch.bfloat16 and bool((dkv == 1).all())
+    calls = peer._example().calls
+    assert [c[0] for c in calls] == ["preprocess", "bwd", "postprocess"]
+    assert calls[1] == ("bwd", 1, T, S, H, D, Dt, K, 1, 0.5, 128)
+    assert [peer._threads(h) for h in (1, 16, 17, 32, 64, 128)] == [128, 128, 256, 256, 256, 256]
+
+
+def test_tilelang_peer_names_its_variable(tmp_path, monkeypatch):
+    import pytest
+    import torch
+
+    peer = _tilelang_peer(monkeypatch, None)
+    x = torch.zeros(2, 16, 48)
+    with pytest.raises(RuntimeError, match="SMLA_TILELANG_EXAMPLE"):
+        peer.sparse_mla_bwd(x, torch.zeros(4, 1, 48), x[..., :32], x[..., :32],
+                            torch.zeros(2, 1, 32, dtype=torch.int32), torch.zeros(2, 16))
+    broken = tmp_path / "broken.py"
+    broken.write_text("def bwd(): pass\n")
+    peer = _tilelang_peer(monkeypatch, broken)
+    with pytest.raises(RuntimeError, match="no 'preprocess' kernel"):
+        peer._example()
