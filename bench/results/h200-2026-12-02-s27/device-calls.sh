@@ -52,4 +52,14 @@ case $call in
   binding; tl; peer B2 200; harness B2r
   SMLA_KERNEL_DIR=$(lib lib) timeout 300 python3 bench/bench_bwd.py --shapes B3 --json $OUT/bench-B3.json > $OUT/bench-B3.txt 2>&1
   echo "harness B3 rc=$? $((SECONDS-T0))s"; grep -E "TFLOP|rror" $OUT/bench-B3.txt | tail -5 ;;
+4) # TileLang's example on the synthetic GLM-5.2 event (-1 padding, CP
+   # positions, dead rows): finite or not, and memcheck on it; TileLang on
+   # B1's shape at H = 128 (DeepSeek-V3.2's heads)
+  binding; tl
+  python3 -m smla.synthetic /tmp/glm52.pt --kv 16384 --topk 2048 --device cuda > /dev/null 2>&1
+  SMLA_KERNEL_DIR=$(lib lib) timeout 120 python3 $P/tl_replay.py /tmp/glm52.pt 2>&1 | grep -v INFO | tee $OUT/tl-replay.txt | tail -6
+  echo "replay $((SECONDS-T0))s"
+  SMLA_KERNEL_DIR=$(lib lib) timeout 100 compute-sanitizer --tool memcheck --print-limit 4 python3 $P/tl_replay.py /tmp/glm52.pt > $OUT/tl-replay-memcheck.txt 2>&1
+  echo "memcheck rc=$? $((SECONDS-T0))s"; grep -E "ERROR SUMMARY|Invalid|of size|at .*sparse|compiled:|tilelang:" $OUT/tl-replay-memcheck.txt | head -12
+  peer H128 130 ;;
 esac
