@@ -14,10 +14,10 @@ repository. To measure it in the same process as the compiled op:
 
 This module gives that example's three kernels (``preprocess`` for Delta,
 ``bwd``, ``postprocess`` for the dKV cast) Slime's unbatched signature and
-compiles them once per shape, with the example's defaults but for the
-bwd kernel's thread count at 16 heads per group (``_threads``). A call does what the compiled op's call does:
-Delta, the fp32 dKV zero fill, the backward, the bf16 cast of dKV, the
-outputs' allocation. The example's kernel masks slot keys above the query's
+compiles them once per shape, with the example's defaults but for the bwd
+kernel's thread count at 16 heads per group (``_threads``). A call does
+what the compiled op's call does: Delta, the fp32 dKV zero fill, the
+backward, the bf16 cast of dKV, the outputs' allocation. The example's kernel masks slot keys above the query's
 *index* (it assumes query t sits at kv position t) and reads kv at every
 index, so it is timed only on index sets without -1 padding (B1, B2, B2r);
 its values there differ from the reference where positions differ, which
