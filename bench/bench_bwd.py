@@ -18,7 +18,8 @@ Backends: compiled (torch.ops.smla.sparse_mla_bwd via smla._compiled, if
 built), reference (the chunked eager reference), compiled-reference
 (torch.compile of the reference; --no-compile skips it) and tilelang
 (--tilelang MODULE:FUNCTION naming a sparse_mla_bwd with Slime's unbatched
-signature, e.g. a vendored tilelang_sparse_mla_bwd). The compiled op's time
+signature, e.g. bench/tilelang_peer.py's; not run on shapes with query
+positions, which that signature lacks). The compiled op's time
 includes Delta, the dKV cast and output allocation.
 """
 
@@ -130,7 +131,7 @@ def backends(p, args):
             args.compiled_ref = torch.compile(sparse_mla_bwd_reference, dynamic=False)
         compiled_ref = args.compiled_ref
         out["compiled-reference"] = lambda: compiled_ref(*t, s, q_positions=qp)
-    if args.tilelang:
+    if args.tilelang and qp is None:  # Slime's TileLang signature has no positions
         mod, _, name = args.tilelang.partition(":")
         tl = getattr(importlib.import_module(mod), name or "sparse_mla_bwd")
         out["tilelang"] = lambda: tl(*t, sm_scale=s)
@@ -187,6 +188,9 @@ def main(argv=None):
         copies = [p] + [{k: v.clone() if torch.is_tensor(v) else v for k, v in p.items()}
                         for _ in range(rotate - 1)]
         runs = [backends(c, args) for c in copies]
+        if args.tilelang and "tilelang" not in runs[0]:
+            print("  tilelang: not run (this shape has query positions, which the peer "
+                  "does not take)")
         for bname in runs[0]:
             if args.backends and bname not in args.backends:
                 continue

@@ -12,7 +12,9 @@
 #
 #   bash scripts/gpu.sh OUT [KERNEL_DIR]        (KERNEL_DIR: build/kernels)
 #   SMLA_GPU_STEPS="tests replay sanitize bench" selects steps; SMLA_BENCH_SHAPES
-#   selects shapes (default: B2 B2r B1 B3).
+#   selects shapes (default: B2 B2r B1 B3). With SMLA_TILELANG_EXAMPLE set
+#   (and tilelang importable), the benchmarks time TileLang's example too
+#   (bench/tilelang_peer.py says what to point it at).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: scripts/gpu.sh OUT [KERNEL_DIR]}
@@ -71,9 +73,11 @@ if [[ " $STEPS " == *" sanitize "* ]]; then
   done
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
+  peer=()
+  [ -n "${SMLA_TILELANG_EXAMPLE:-}" ] && peer=(--tilelang tilelang_peer:sparse_mla_bwd)
   for shape in ${SMLA_BENCH_SHAPES:-B2 B2r B1 B3}; do
-    step "bench-$shape" "bench.log" python3 bench/bench_bwd.py --shapes "$shape" \
-      --json "$OUT/bench-$shape.json"
+    step "bench-$shape" "bench.log" env PYTHONPATH="$PYTHONPATH:$PWD/bench" \
+      python3 bench/bench_bwd.py --shapes "$shape" --json "$OUT/bench-$shape.json" "${peer[@]}"
   done
   step plot bench.log python3 bench/plot.py "$OUT/bench.png" "$OUT"/bench-*.json
 fi

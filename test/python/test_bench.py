@@ -244,3 +244,25 @@ def test_tilelang_peer_names_its_variable(tmp_path, monkeypatch):
     peer = _tilelang_peer(monkeypatch, broken)
     with pytest.raises(RuntimeError, match="no 'preprocess' kernel"):
         peer._example()
+
+
+def test_bench_runs_the_tilelang_peer_only_without_positions(tmp_path):
+    """--tilelang: the peer runs on B1 (no query positions) and not on B3
+    (packed sequences with positions, which Slime's signature lacks)."""
+    (tmp_path / "fake_peer.py").write_text(
+        "import torch\n"
+        "def bwd(q, kv, o, do, indices, lse, sm_scale=None):\n"
+        "    return torch.zeros_like(q), torch.zeros_like(kv)\n")
+    out = tmp_path / "bench.json"
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "bench_bwd.py"), "--tiny", "--device", "cpu",
+         "--no-compile", "--shapes", "B1", "B3", "--tilelang", "fake_peer:bwd",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert "tilelang" in res["shapes"]["B1"]["ms"]
+    assert "tilelang" not in res["shapes"]["B3"]["ms"]
+    assert "tilelang: not run (this shape has query positions" in r.stdout
