@@ -3,9 +3,9 @@
 TileLang is not a dependency of smla and its kernel is not part of this
 repository. To measure it in the same process as the compiled op:
 
-* make ``tilelang`` importable (PyPI wheel; on a machine without network,
-  install the wheel and its dependencies into a folder and put that folder
-  on PYTHONPATH);
+* make ``tilelang`` importable (PyPI wheel; for a machine without network,
+  ``bench/tilelang-site.sh`` packs it and its dependencies into one file
+  to unpack there and put on PYTHONPATH);
 * point ``SMLA_TILELANG_EXAMPLE`` at a copy of TileLang's
   ``examples/deepseek_v32/sparse_mla_bwd.py`` (its folder goes on sys.path,
   so its ``utils`` import resolves as in TileLang's repository);

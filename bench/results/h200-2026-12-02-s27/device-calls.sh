@@ -6,7 +6,8 @@
 #   tlsite.tar.xz         tilelang 0.1.15 and its dependencies (apache-tvm-ffi
 #                         0.1.12, z3-solver 4.15.4.0, torch-c-dlpack-ext,
 #                         ml-dtypes, cloudpickle, tqdm, psutil) installed with
-#                         pip install --no-deps --target tlsite, tarred (xz)
+#                         pip install --no-deps --target tlsite, tarred (xz);
+#                         bench/tilelang-site.sh makes it
 #   tl_sparse_mla_bwd.py  the kernels of TileLang's
 #                         examples/deepseek_v32/sparse_mla_bwd.py (0a81280)
 # bench/tilelang_peer.py gives them Slime's signature for bench_bwd.py.
