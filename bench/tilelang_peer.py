@@ -10,7 +10,8 @@ repository. To measure it in the same process as the compiled op:
   ``examples/deepseek_v32/sparse_mla_bwd.py`` (its folder goes on sys.path,
   so its ``utils`` import resolves as in TileLang's repository);
 * run ``python bench/bench_bwd.py --shapes B1 --tilelang
-  tilelang_peer:sparse_mla_bwd`` with ``bench/`` on PYTHONPATH.
+  tilelang_peer:sparse_mla_bwd`` (the script's folder, bench/, is on
+  sys.path, so the module is found).
 
 This module gives that example's three kernels (``preprocess`` for Delta,
 ``bwd``, ``postprocess`` for the dKV cast) Slime's unbatched signature and

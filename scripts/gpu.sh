@@ -76,8 +76,8 @@ if [[ " $STEPS " == *" bench "* ]]; then
   peer=()
   [ -n "${SMLA_TILELANG_EXAMPLE:-}" ] && peer=(--tilelang tilelang_peer:sparse_mla_bwd)
   for shape in ${SMLA_BENCH_SHAPES:-B2 B2r B1 B3}; do
-    step "bench-$shape" "bench.log" env PYTHONPATH="$PYTHONPATH:$PWD/bench" \
-      python3 bench/bench_bwd.py --shapes "$shape" --json "$OUT/bench-$shape.json" "${peer[@]}"
+    step "bench-$shape" "bench.log" python3 bench/bench_bwd.py --shapes "$shape" \
+      --json "$OUT/bench-$shape.json" "${peer[@]}"
   done
   step plot bench.log python3 bench/plot.py "$OUT/bench.png" "$OUT"/bench-*.json
 fi
