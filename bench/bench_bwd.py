@@ -12,7 +12,10 @@ TFLOP/s with the
 project's flop count (smla.contract.flop_count) and the ratio of each peer's
 time to the compiled kernel's; plus the index set's overlap statistics
 (smla.indices.overlap_stats on a 256-query sample at the last shard), and the
-machine limits (bf16 8192^3 GEMM, device copy bandwidth).
+machine limits (bf16 8192^3 GEMM, device copy bandwidth). On a GPU each
+backend's device memory beyond the tensors it returns is measured on one
+more call (its allocator peak), next to the fp32 dKV buffer of the issue's
+bound.
 
 Backends: compiled (torch.ops.smla.sparse_mla_bwd via smla._compiled, if
 built), reference (the chunked eager reference), compiled-reference
@@ -138,6 +141,23 @@ def backends(p, args):
     return out
 
 
+def extra_memory(fn, device):
+    """Bytes of device memory one fn() call allocates at its peak beyond
+    the tensors it returns (the issue's memory bound: the fp32 dKV buffer
+    plus O(T H)), from fresh allocator segments; None on the CPU."""
+    if device.type != "cuda":
+        return None
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    outs = out if isinstance(out, (list, tuple)) else (out,)
+    kept = sum(t.numel() * t.element_size() for t in outs if torch.is_tensor(t))
+    return torch.cuda.max_memory_allocated() - base - kept
+
+
 def limits(device, tiny):
     n = 512 if tiny else 8192
     a = torch.randn(n, n, device=device, dtype=torch.bfloat16)
@@ -196,7 +216,13 @@ def main(argv=None):
                 continue
             ms = bench([r[bname] for r in runs], device, warmup, iters)
             row["ms"][bname] = ms
-            print(f"  measured {bname}: {ms:.3f} ms", flush=True)
+            extra = extra_memory(runs[0][bname], device)
+            note = ""
+            if extra is not None:
+                row.setdefault("extra_mib", {})[bname] = extra / 2 ** 20
+                note = (f", {extra / 2 ** 20:.1f} MiB beyond its outputs (fp32 dKV "
+                        f"{S * G * (D + Dt) * 4 / 2 ** 20:.1f} MiB)")
+            print(f"  measured {bname}: {ms:.3f} ms{note}", flush=True)
             if args.json:  # partial results survive a time-out
                 results["shapes"][name] = row
                 with open(args.json, "w") as f:

@@ -182,13 +182,14 @@ const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
 }
 
 /// Key sharing (TokenPairs.h): chunks of token pairs, each chunk's aligned
-/// rows built by the pair-union kernel ([2P, 1, 2K] and a length per pair)
-/// and run on the pair kernel (P CTAs, 2H rows, each walking the blocks
-/// below its pair's length), all on the stream without a read-back but
-/// for the first chunk's lengths on a `probe` call. Returns false (having
-/// run nothing but that chunk's union) when the probe finds that the
-/// pairs do not pay; the walked padding's invalid slots are subtracted
-/// from the counter.
+/// rows built by the pair-union kernel ([2P, 1, W] and a length per pair;
+/// in dq's memory where a token's dq row holds W >= 2K int32, else in a
+/// workspace with W = 2K) and run on the pair kernel (P CTAs, 2H rows,
+/// each walking the blocks below its pair's length), all on the stream
+/// without a read-back but for the first chunk's lengths on a `probe`
+/// call. Returns false (having run nothing but that chunk's union) when
+/// the probe finds that the pairs do not pay; the walked padding's
+/// invalid slots are subtracted from the counter.
 bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
                  const runtime::KernelEntry &pairBwd,
                  const runtime::KernelEntry &pairUnion,
@@ -196,13 +197,18 @@ bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
                  const WalkEnvironment &walkEnv, CUstream stream) {
   runtime::KernelLibrary &library = kernelLibrary();
   const int64_t pairs = n.T / 2;
-  const int64_t chunk = pairChunk(pairsEnv, n);
+  const int64_t inDq = pairsEnv.rowsInDq ? pairRowsInDq(t.dq, n.K) : 0;
+  const int64_t width = inDq ? inDq : 2 * n.K;
+  const int64_t chunk = pairChunk(pairsEnv, n, inDq != 0);
   const int32_t period =
       static_cast<int32_t>(std::max<int64_t>(walkEnv.period, 0));
   const at::TensorOptions i32 = args.indices.options();
   at::Tensor lengths = at::empty({pairs}, i32);
-  // One buffer for every chunk's rows: the stream orders its reuse.
-  at::Tensor rows = at::empty({2 * chunk, 1, 2 * n.K}, i32);
+  // Token t's row in dq's memory of token t (every chunk's rows in place),
+  // else one workspace for every chunk's rows: the stream orders its reuse.
+  at::Tensor rows =
+      inDq ? t.dq.view({n.T, -1}).view(at::kInt).view({n.T, 1, width})
+           : at::empty({2 * chunk, 1, width}, i32);
   for (int64_t p0 = 0; p0 < pairs; p0 += chunk) {
     const int64_t p1 = std::min(pairs, p0 + chunk);
     KernelTensors c = tokenRows(t, 2 * p0, 2 * p1);
@@ -210,25 +216,29 @@ bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
     pn.T = p1 - p0;
     pn.H = 2 * n.H;
     const bool whole = p0 == 0 && p1 == pairs;
-    at::Tensor chunkRows = whole ? rows : rows.slice(0, 0, 2 * pn.T);
+    at::Tensor chunkRows = whole ? rows
+                           : inDq ? rows.slice(0, 2 * p0, 2 * p1)
+                                  : rows.slice(0, 0, 2 * pn.T);
     at::Tensor chunkLengths = whole ? lengths : lengths.slice(0, p0, p1);
     runtime::ParamValues params = kernelParams(c, pn, args.smScale);
     params.insert_or_assign("pair_rows", ptrOf(chunkRows));
     params.insert_or_assign("pair_lengths", ptrOf(chunkLengths));
+    params.insert_or_assign(
+        "pair_width", runtime::ParamValue::i32(static_cast<int32_t>(width)));
     library.launch(pairUnion, stream,
                    runtime::GridSizes{pn.T, n.S_kv, n.K, pn.H, n.G}, params);
     if (p0 == 0 && probe &&
         !pairsPay(args, n, chunkLengths.to(at::kDouble).mean().item<double>()))
       return false;
     c.indices = chunkRows;
-    pn.K = 2 * n.K;
+    pn.K = width;
     params = kernelParams(c, pn, args.smScale, period);
     params.insert_or_assign("pair_lengths", ptrOf(chunkLengths));
     library.launch(pairBwd, stream,
                    runtime::GridSizes{pn.T, n.S_kv, pn.K, pn.H, n.G}, params);
   }
   t.counters.select(0, 0).sub_(
-      paddingSlots(lengths, n.K, pairBwd.config.block.value_or(1)));
+      paddingSlots(lengths, n.K, width, pairBwd.config.block.value_or(1)));
   return true;
 }
 
@@ -252,8 +262,9 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
   t.lse = args.lse;
   if (hasPositions)
     t.positions = *args.qPositions;
-  // The kernel writes every dq row (dead rows as zeros).
-  t.dq = at::empty_like(args.q, args.q.options().dtype(args.dqDtype));
+  // The kernel writes every dq row (dead rows as zeros). Contiguous: the
+  // token pairs may keep their index rows in it (TokenPairs.h).
+  t.dq = at::empty(args.q.sizes(), args.q.options().dtype(args.dqDtype));
   t.dkvAccum = at::zeros_like(args.kv, f32);
   t.counters = at::zeros({kNumCounters}, args.q.options().dtype(at::kLong));
 

@@ -54,6 +54,7 @@ PairsEnvironment readPairsEnvironment() {
       readEnvChoice("SMLA_PAIRS", {"auto", "on", "off"}));
   std::string wrong = readEnvInt("SMLA_PAIRS_CHUNK", 1, env.chunk);
   TORCH_CHECK(wrong.empty(), kOpName, ": ", wrong);
+  env.rowsInDq = readEnvChoice("SMLA_PAIRS_ROWS", {"dq", "workspace"}) == 0;
   return env;
 }
 
@@ -155,10 +156,21 @@ bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength) {
   return use;
 }
 
-int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n) {
+int64_t pairRowsInDq(const at::Tensor &dq, int64_t K) {
+  if (!dq.is_contiguous() || dq.dim() < 1 || dq.size(0) == 0)
+    return 0;
+  const int64_t bytes = dq.numel() / dq.size(0) * dq.element_size();
+  const int64_t width = bytes / int64_t(sizeof(int32_t));
+  return bytes % int64_t(sizeof(int32_t)) == 0 && width >= 2 * K ? width : 0;
+}
+
+int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n,
+                  bool rowsInDq) {
   const int64_t pairs = n.T / 2;
   if (env.chunk > 0)
     return std::min(env.chunk, pairs);
+  if (rowsInDq)
+    return pairs;
   // Per pair: two rows of 2K slots.
   const int64_t perPair = 2 * 2 * n.K * int64_t(sizeof(int32_t));
   const int64_t most = std::max<int64_t>(1, kPairRowsBytes / perPair);
@@ -166,11 +178,12 @@ int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n) {
   return (pairs + chunks - 1) / chunks;
 }
 
-at::Tensor paddingSlots(const at::Tensor &lengths, int64_t K, int64_t block) {
+at::Tensor paddingSlots(const at::Tensor &lengths, int64_t K, int64_t width,
+                        int64_t block) {
   at::Tensor walked = at::floor_divide(lengths.to(at::kLong).add(block - 1),
                                        block)
                           .mul(block)
-                          .clamp(K, 2 * K);
+                          .clamp(K, width);
   return walked.sub(K).sum().mul(2);
 }
 

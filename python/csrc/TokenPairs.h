@@ -23,11 +23,18 @@
 // G = 1, and (SMLA_PAIRS=auto) the union is short enough to pay: the
 // rows' mean length at most kMaxUnionRatio x K. The rows are built on the
 // device by the library's pair-union kernel (smla.pair_union: one CTA per
-// pair, a hash table in shared memory), 2K slots per token, in chunks of
-// pairs whose rows fit kPairRowsBytes (128 MiB: B2's 4096 pairs in one
-// launch); the kernel
-// also writes each pair's length (K + its union's keys past the first
-// row), and the pair kernel's CTA walks only the blocks below it. A pair
+// pair, a hash table in shared memory), W >= 2K slots per token; the
+// kernel also writes each pair's length (K + its union's keys past the
+// first row), and the pair kernel's CTA walks only the blocks below it.
+// Where a token's dq row holds W >= 2K int32 (H (D + Dt) x the dq element
+// size >= 8K bytes: B2's and B3's 18 KB against 16 KB), token t's aligned
+// row lives in dq's memory of token t, so the pairs take no workspace
+// (the memory bound: the fp32 dKV buffer + O(T H)). That is safe
+// because the pair kernel's CTA of pair p is the only reader of rows 2p
+// and 2p + 1 and the only writer of their dq, which it stores after a CTA
+// barrier that follows its last index read (smla-gpu-map), and every dq
+// element is written. Otherwise the rows (2K slots) take a workspace, in
+// chunks of pairs whose rows fit kPairRowsBytes. A pair
 // whose row repeats a key, or whose K exceeds the union kernel's scratch,
 // gets the disjoint layout (length 2K): still valid rows, at the cost of
 // two tokens. Under auto the first chunk's lengths are read back once to
@@ -41,7 +48,9 @@
 //
 // Environment: SMLA_PAIRS=auto|on|off (on: whenever possible, however
 // long the union; a call that cannot is an error saying why),
-// SMLA_PAIRS_CHUNK=<pairs per launch> (tests).
+// SMLA_PAIRS_CHUNK=<pairs per launch> (tests), SMLA_PAIRS_ROWS=dq|
+// workspace (workspace: the rows in a workspace even where dq holds them;
+// for tests and measurements).
 //
 //===----------------------------------------------------------------------===//
 
@@ -63,10 +72,12 @@ inline constexpr double kMaxUnionRatio = 1.35;
 
 enum class PairsMode { Auto, On, Off };
 
-/// SMLA_PAIRS and SMLA_PAIRS_CHUNK (pairs per launch; -1: unset).
+/// SMLA_PAIRS, SMLA_PAIRS_CHUNK (pairs per launch; -1: unset) and
+/// SMLA_PAIRS_ROWS (false: workspace).
 struct PairsEnvironment {
   PairsMode mode = PairsMode::Auto;
   int64_t chunk = -1;
+  bool rowsInDq = true;
 };
 
 /// Reads and checks the environment (an error names the variable).
@@ -87,25 +98,32 @@ PairsTry tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
 /// (SMLA_PAIRS=auto, a Probe call); remembers the answer for the shape.
 bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength);
 
-/// The most bytes of aligned rows one chunk of pairs builds: 128 MiB, the
-/// rows of 8192 tokens at K = 2048, so B2 runs as one launch. In two
-/// launches of 64 MiB each, B2 took 9.27-9.52 ms against 9.00-9.24 for
-/// one in alternating rounds (twenty-sixth session, docs/performance.md
-/// "Versions"): a chunk boundary drains the GPU. This workspace
-/// is the op's largest beyond the memory bound (the fp32 dKV
-/// buffer + O(T H)), a constant independent of T.
+/// The most bytes of aligned rows one chunk of pairs builds in a
+/// workspace (rows that do not fit in dq): 128 MiB, the rows of 8192
+/// tokens at K = 2048. In two launches of 64 MiB each, B2 took 9.27-9.52
+/// ms against 9.00-9.24 for one in alternating rounds (twenty-sixth
+/// session, docs/performance.md "Versions"): a chunk boundary drains the
+/// GPU.
 inline constexpr int64_t kPairRowsBytes = int64_t(128) << 20;
 
-/// Pairs per launch: the rows a chunk builds (2K slots per token) stay
-/// within kPairRowsBytes, in chunks of equal size, at least one pair;
-/// SMLA_PAIRS_CHUNK overrides.
-int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n);
+/// The int32 slots of one token's row of `dq` ([T, H, D + Dt],
+/// contiguous) when they hold an aligned row of 2K slots, else 0 (the
+/// rows then take a workspace).
+int64_t pairRowsInDq(const at::Tensor &dq, int64_t K);
+
+/// Pairs per launch: all of them for rows in dq; in a workspace, the rows
+/// a chunk builds (2K slots per token) stay within kPairRowsBytes, in
+/// chunks of equal size, at least one pair. SMLA_PAIRS_CHUNK overrides.
+int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n,
+                  bool rowsInDq);
 
 /// The slots past K that the pair kernel of `block`-slot blocks walked
 /// and counted as invalid, over all pairs of `lengths` ([T / 2] int32 from
-/// the pair-union kernel, rows of 2K slots): 2 x (min(2K, lengths[p]
-/// rounded up to a block) - K) per pair, an int64 scalar on the device.
-at::Tensor paddingSlots(const at::Tensor &lengths, int64_t K, int64_t block);
+/// the pair-union kernel) in rows of `width` >= 2K slots: 2 x
+/// (min(width, lengths[p] rounded up to a block) - K) per pair, an int64
+/// scalar on the device.
+at::Tensor paddingSlots(const at::Tensor &lengths, int64_t K, int64_t width,
+                        int64_t block);
 
 /// The aligned index rows of token pairs (2p, 2p + 1) of `indices`
 /// ([T, 1, K] int32, T even) into S_kv rows, built with ATen ops in

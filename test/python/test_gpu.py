@@ -240,7 +240,10 @@ def pair_problem(T=24, S=300, K=64, overlap=0.7, *, seed=0, positions=None, lse_
 
 # Key sharing (python/csrc/TokenPairs.h): token pairs folded into the
 # 32-row tokens = 2 kernel over aligned rows. Odd K, a K below one block,
-# CP positions (each token of a pair its own limit), both lse bases.
+# CP positions (each token of a pair its own limit), both lse bases. The
+# rows live in dq's memory (a token's dq row, 4608 int32, holds 2K slots)
+# but for K = 2400, whose rows take a workspace (and the disjoint layout:
+# K beyond the union kernel's scratch).
 PAIR_CASES = {
     "pairs": dict(),
     "pairs_positions": dict(positions=shard_positions(24, 300)),
@@ -248,6 +251,7 @@ PAIR_CASES = {
     "pairs_K7": dict(K=7, overlap=0.5),
     "pairs_K1000": dict(K=1000, S=1500, T=8, overlap=0.9),
     "pairs_no_overlap": dict(overlap=0.0, lse_base="e"),
+    "pairs_workspace_K2400": dict(K=2400, S=6000, T=4, overlap=0.8),
 }
 
 
@@ -261,6 +265,60 @@ def test_token_pairs_match_reference(name, monkeypatch):
     if name != "pairs":  # launches of 5 pairs: T=24 in 3, T=8 in 2
         monkeypatch.setenv("SMLA_PAIRS_CHUNK", "5")
     compare(pair_problem(**PAIR_CASES[name]))
+
+
+@needs_compiled
+@pytest.mark.parametrize("pairs", ["on", "off", "workspace"])
+def test_extra_device_memory_within_the_bound(pairs, monkeypatch):
+    """The issue's memory bound: besides its outputs a call allocates at
+    most the fp32 dKV buffer and O(T H). The token pairs keep their aligned
+    rows in dq's memory; the per-token kernels need nothing else. With the
+    rows in a workspace (SMLA_PAIRS_ROWS=workspace, as before the
+    twenty-eighth session: 2 x 2K int32 per token, 8 MiB here) the
+    measurement sees it."""
+    monkeypatch.setenv("SMLA_PAIRS", "off" if pairs == "off" else "on")
+    monkeypatch.setenv("SMLA_PAIRS_ROWS", "workspace" if pairs == "workspace" else "dq")
+    monkeypatch.setenv("SMLA_WALK", "given")
+    p = pair_problem(T=512, S=4096, K=2048, overlap=0.8, adversarial=False)
+    T, H, W = p["q"].shape
+    S = p["kv"].shape[0]
+    smla.sparse_mla_bwd(**p, mode="compiled")  # the library loaded, caches warm
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()  # fresh segments: blocks as large as requested
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    dq, dkv = smla.sparse_mla_bwd(**p, mode="compiled")
+    torch.cuda.synchronize()
+    extra = torch.cuda.max_memory_allocated() - base
+    outputs = sum(t.numel() * t.element_size() for t in (dq, dkv))
+    bound = S * W * 4 + 64 * T * H + (1 << 20)  # fp32 dKV + O(T H) + small tensors
+    if pairs == "workspace":
+        assert extra - outputs > bound  # the 8 MiB of rows show
+        return
+    assert extra - outputs <= bound, (
+        f"{pairs}: {extra - outputs} bytes beyond the outputs, bound {bound}")
+
+
+@needs_compiled
+def test_token_pairs_rows_in_dq_or_workspace(monkeypatch):
+    """The aligned rows built in dq's memory (the default where a dq row
+    holds them) or in a workspace give the same call: dq bit for bit (no
+    atomics), the counters, dkv up to the atomics' order; in launches of 5
+    pairs too. SMLA_PAIRS_ROWS is checked."""
+    monkeypatch.setenv("SMLA_PAIRS", "on")
+    p = pair_problem(T=30, overlap=0.8, seed=9)
+    for chunk in [None, "5"]:
+        if chunk:
+            monkeypatch.setenv("SMLA_PAIRS_CHUNK", chunk)
+        runs = []
+        for rows in ["dq", "workspace"]:
+            monkeypatch.setenv("SMLA_PAIRS_ROWS", rows)
+            runs.append(smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled"))
+        (dq, dkv, cnt), (wq, wkv, wcnt) = runs
+        assert torch.equal(dq, wq) and cnt == wcnt and rel_fro(dkv, wkv) < 1e-3
+    monkeypatch.setenv("SMLA_PAIRS_ROWS", "elsewhere")
+    with pytest.raises(RuntimeError, match="SMLA_PAIRS_ROWS must be dq or workspace"):
+        smla.sparse_mla_bwd(**p, mode="compiled")
 
 
 @needs_compiled

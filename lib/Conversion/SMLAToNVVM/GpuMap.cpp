@@ -187,8 +187,10 @@ public:
 };
 
 /// The pair-union kernel (smla.pair_union): params indices, pair_rows
-/// ([2T, 1, 2K] int32), pair_lengths ([T] int32), T (pairs), S_kv, K.
-/// Its scratch holds K <= kPairUnionMaxTopk (a table of 4K entries).
+/// ([2T, 1, W] int32), pair_lengths ([T] int32), T (pairs), S_kv, K and
+/// pair_width (W >= 2K: the op may put token t's row in dq's memory of
+/// token t, python/csrc/TokenPairs.h). Its scratch holds K <=
+/// kPairUnionMaxTopk (a table of 4K entries).
 void addPairUnionKernel(KernelBuilder &kb, StringRef prefix, Value indices,
                         Location loc, int64_t threads) {
   MLIRContext *ctx = indices.getContext();
@@ -200,7 +202,7 @@ void addPairUnionKernel(KernelBuilder &kb, StringRef prefix, Value indices,
       ArrayRef<std::pair<StringRef, Type>>{{"indices", rowsType},
                                            {"pair_rows", rowsType},
                                            {"pair_lengths", lengthsType}},
-      {"T", "S_kv", "K"}, {"T", "1", "1"});
+      {"T", "S_kv", "K", "pair_width"}, {"T", "1", "1"});
   OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
   Block &entry = kernel.getBody().front();
   auto scalar = [&](unsigned i) -> Value {
@@ -210,7 +212,7 @@ void addPairUnionKernel(KernelBuilder &kb, StringRef prefix, Value indices,
   Value pairsN = scalar(3), keys = scalar(4), topk = scalar(5);
   Value two = arith::ConstantIndexOp::create(b, loc, 2);
   Value tokens = arith::MulIOp::create(b, loc, pairsN, two);
-  Value width = arith::MulIOp::create(b, loc, topk, two);
+  Value width = scalar(6);
   auto workgroup = gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup);
   auto scratch = [&](int64_t n) -> Value {
     return memref::AllocaOp::create(
@@ -497,6 +499,17 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
       return failure();
     if (failed(rotateBlockWalk(b, blockLoop, cta, period)))
       return failure();
+    // A pair's aligned rows may live in its own tokens' dq rows (the op
+    // puts them there, python/csrc/TokenPairs.h): every thread's last
+    // index read comes before any thread's dq store. Barriers from
+    // shared-memory footprints (smla-insert-barriers) cannot see that
+    // global aliasing; the dKV chunks smla-defer-scatter puts after the
+    // loop land before this barrier.
+    if (pairs)
+      kernel.walk([&](StoreDqOp store) {
+        OpBuilder before(store);
+        gpu::BarrierOp::create(before, store.getLoc());
+      });
     // The dQ accumulator that the register form holds: marked here, so
     // the staging estimate below and smla-allocate-smem leave it out.
     if (mma)

@@ -16,10 +16,11 @@
 //      over a run of slots, then across threads, Hillis-Steele) ranks them;
 //   4. the rows are written: slots < K from the first row (the second gets
 //      a key where its entry is marked shared), the second row's own keys
-//      at K + rank, -1 up to 2K; lengths[p] = K + the own keys.
+//      at K + rank, -1 to the end of the row (W = dim 2 of rows, >= 2K);
+//      lengths[p] = K + the own keys.
 // A repeat (flagged in phases 1 and 2) or a K beyond the scratch writes
-// the disjoint layout instead (first row below K, second from K on;
-// lengths[p] = 2K), which needs no table.
+// the disjoint layout instead (first row below K, second from K to 2K, -1
+// from 2K to W; lengths[p] = 2K), which needs no table.
 // Every loop is bounded: the table is at least twice the keys it holds,
 // so a probe finds the key or an empty entry.
 //
@@ -159,10 +160,12 @@ struct UnionEmitter {
   }
 
   /// The disjoint layout: the first row's valid keys at slots < K, the
-  /// second's at K + j, -1 elsewhere; lengths[p] = 2K.
+  /// second's at K + j, -1 elsewhere (to W); lengths[p] = 2K.
   void writeDisjoint(OpBuilder &b, Value first, Value second, Value topk,
-                     Value lead) {
+                     Value width, Value lead) {
     Location loc = e.loc;
+    Value both = arith::MulIOp::create(b, loc, topk, idx(b, 2));
+    fillTail(b, first, second, both, width);
     e.ctaLoop(topk, [&](OpBuilder &lb, Value i) {
       Value minus = i32(lb, -1), zero = idx(lb, 0);
       Value hi = arith::AddIOp::create(lb, loc, topk, i);
@@ -176,10 +179,22 @@ struct UnionEmitter {
             op.getRows(), ValueRange{second, zero, hi});
     });
     ifThen(b, lead, [&](OpBuilder &tb) {
-      Value both = arith::MulIOp::create(tb, loc, topk, idx(tb, 2));
       store(tb, arith::IndexCastOp::create(tb, loc, tb.getI32Type(), both),
             op.getLengths(), op.getPair());
     });
+  }
+
+  /// -1 in both rows at slots [from, width).
+  void fillTail(OpBuilder &b, Value first, Value second, Value from,
+                Value width) {
+    Location loc = e.loc;
+    e.ctaLoop(arith::SubIOp::create(b, loc, width, from),
+              [&](OpBuilder &lb, Value r) {
+                Value at = arith::AddIOp::create(lb, loc, from, r);
+                Value minus = i32(lb, -1), zero = idx(lb, 0);
+                store(lb, minus, op.getRows(), ValueRange{first, zero, at});
+                store(lb, minus, op.getRows(), ValueRange{second, zero, at});
+              });
   }
 
   /// repeat |= cond: the flag is the last entry of `ranks`.
@@ -202,6 +217,7 @@ void mlir::smla::lowerPairUnion(CtaEmitter &e, PairUnionOp op) {
   UnionEmitter u{e, op, tableSize};
   Value c0 = e.index(0), c1 = e.index(1), c2 = e.index(2);
   Value topk = memref::DimOp::create(b, loc, op.getIndices(), 2);
+  Value width = memref::DimOp::create(b, loc, op.getRows(), 2);
   Value first = arith::MulIOp::create(b, loc, op.getPair(), c2);
   Value second = arith::AddIOp::create(b, loc, first, c1);
   Value flagAt = e.index(rankSlots - 1);
@@ -218,7 +234,7 @@ void mlir::smla::lowerPairUnion(CtaEmitter &e, PairUnionOp op) {
   auto branch = scf::IfOp::create(b, loc, fits, /*withElse=*/true);
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(&branch.getElseRegion().front());
-  u.writeDisjoint(b, first, second, topk, lead);
+  u.writeDisjoint(b, first, second, topk, width, lead);
   b.setInsertionPointToStart(&branch.getThenRegion().front());
 
   // 0. An empty table, no own key yet, no repeat.
@@ -337,7 +353,7 @@ void mlir::smla::lowerPairUnion(CtaEmitter &e, PairUnionOp op) {
       memref::LoadOp::create(b, loc, op.getRanks(), flagAt), u.i32(b, 0));
   auto aligned = scf::IfOp::create(b, loc, repeat, /*withElse=*/true);
   b.setInsertionPointToStart(&aligned.getThenRegion().front());
-  u.writeDisjoint(b, first, second, topk, lead);
+  u.writeDisjoint(b, first, second, topk, width, lead);
   b.setInsertionPointToStart(&aligned.getElseRegion().front());
   // 4. The rows.
   Value minus = u.i32(b, -1);
@@ -367,16 +383,11 @@ void mlir::smla::lowerPairUnion(CtaEmitter &e, PairUnionOp op) {
     u.store(lb, arith::SelectOp::create(lb, loc, shared.getResult(0), k, minus),
             op.getRows(), ValueRange{second, u.idx(lb, 0), i});
   });
-  // The tail first (-1 from K + total on), then the own keys at K + rank:
-  // disjoint slots, so no barrier between them.
+  // The tail first (-1 from K + total to W), then the own keys at K +
+  // rank: disjoint slots, so no barrier between them.
   Value own = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), total);
-  e.ctaLoop(arith::SubIOp::create(b, loc, topk, own), [&](OpBuilder &lb,
-                                                            Value r) {
-    Value at = arith::AddIOp::create(
-        lb, loc, arith::AddIOp::create(lb, loc, topk, own), r);
-    u.store(lb, minus, op.getRows(), ValueRange{first, u.idx(lb, 0), at});
-    u.store(lb, minus, op.getRows(), ValueRange{second, u.idx(lb, 0), at});
-  });
+  u.fillTail(b, first, second, arith::AddIOp::create(b, loc, topk, own),
+             width);
   e.ctaLoop(topk, [&](OpBuilder &lb, Value j) {
     std::pair<Value, Value> kv = u.key(lb, second, j);
     Value k = kv.first, ok = kv.second;

@@ -43,6 +43,9 @@
 // CHECK-NEXT: smla.scatter_packed {{.*}} {chunk = 0 : i64, chunks = 3 : i64}
 // CHECK-NEXT: smla.scatter_packed {{.*}} {chunk = 1 : i64, chunks = 3 : i64}
 // CHECK-NEXT: smla.scatter_packed {{.*}} {chunk = 2 : i64, chunks = 3 : i64}
+// The pair kernel's barrier before its dq store (rows in dq's memory)
+// stays after the last block's chunks.
+// CHECK-NEXT: gpu.barrier
 // CHECK-NEXT: smla.store_dq
 // CHECK-NOT: smla.scatter_dkv
 // CHECK-NOT: smla.dq_accumulate

@@ -27,13 +27,17 @@
 // CHECK: smla.gather %{{.*}} rows(%[[U]]) mask(%[[M]] : vector<16xi1>) into
 // CHECK-NOT: wait_only
 // CHECK: smla.softmax {{.*}} pair_mask
+// The op may keep the aligned rows in dq's memory: a CTA barrier between
+// the walk's last index read and the dq store.
+// CHECK: gpu.barrier
+// CHECK-NEXT: smla.store_dq
 // CHECK: gpu.return
 
-// The union kernel: grid T (pairs), its parameters, and its scratch in
-// shared memory (a table of 4 x 2048 keys and slots, 2048 ranks + 2, one
+// The union kernel: grid T (pairs), its parameters (pair_width: the rows'
+// slots per token, >= 2K), and its scratch in shared memory (a table of 4 x 2048 keys and slots, 2048 ranks + 2, one
 // partial per thread).
 // CHECK-LABEL: gpu.func @pair_pair_union
-// CHECK-SAME: smla.grid = ["T", "1", "1"], smla.kind = "pair_union", smla.params = ["indices", "pair_rows", "pair_lengths", "T", "S_kv", "K"]
+// CHECK-SAME: smla.grid = ["T", "1", "1"], smla.kind = "pair_union", smla.params = ["indices", "pair_rows", "pair_lengths", "T", "S_kv", "K", "pair_width"]
 // CHECK: memref.alloca() : memref<8192xi32, #gpu.address_space<workgroup>>
 // CHECK: memref.alloca() : memref<8192xi32, #gpu.address_space<workgroup>>
 // CHECK: memref.alloca() : memref<2050xi32, #gpu.address_space<workgroup>>

@@ -223,21 +223,23 @@ def SMLA_PairUnionOp : SMLA_Op<"pair_union"> {
       if valid and also in b's row, else -1 (i < K);
     * the valid b_j not in a's row, in row order, at slots K + r:
       `rows[2p+1, 0, K + r]` = b_j and `rows[2p, 0, K + r]` = -1;
-    * slots K + c .. 2K - 1 of both rows are -1, where c is the number of
-      those keys, and `lengths[p]` = K + c.
+    * slots K + c .. W - 1 of both rows are -1, where c is the number of
+      those keys, W = dim 2 of `rows`, and `lengths[p]` = K + c.
 
     Where a valid key repeats within a row, or K exceeds what the scratch
     holds (4K > len(keys), or K >= len(ranks) - 1: the last entry of
     `ranks` holds the repeat flag), the rows take the disjoint layout
     instead: `rows[2p, 0, i]` as above and -1 from K on, `rows[2p+1, 0,
-    i]` = -1 below K and `rows[2p+1, 0, K + j]` = b_j if valid, else -1;
-    `lengths[p]` = 2K.
+    i]` = -1 below K, `rows[2p+1, 0, K + j]` = b_j if valid, else -1, and
+    -1 from 2K on; `lengths[p]` = 2K.
 
     Either way every slot holds the same key in both rows or -1 in one of
     them, each row holds exactly its token's valid keys (with their
     repeats), and every slot from `lengths[p]` on is -1 in both rows: the
     bwd kernel's CTA of pair p walks only the blocks below `lengths[p]`.
-    Dim 2 of `rows` must be >= 2K. Scratch (workgroup memory on the GPU):
+    Dim 2 of `rows` (W) must be >= 2K; a W beyond 2K lets the rows of
+    token t live in dq's memory of token t (python/csrc/TokenPairs.h).
+    Scratch (workgroup memory on the GPU):
     `keys` / `positions` an open-addressing hash table (length a power of
     two), `ranks` one entry per slot, `partials` one per thread of the CTA.
 
