@@ -51,4 +51,7 @@ case $call in
   runv new B1; runv new B2r
   cat $OUT/bench.txt
   tl; harness B2 ;;
+3) # the harness with every peer (TileLang where the shape has no query
+   # positions) on the other shapes: their times and extra memory
+  binding; tl; harness B3 B1 B2r ;;
 esac
