@@ -238,4 +238,38 @@ at::Tensor sortedIndexRows(const at::Tensor &indices, int64_t t0, int64_t t1) {
       .contiguous();
 }
 
+SortSpace sortSpace(const at::Tensor &dq, const at::Tensor &dkv,
+                    const BwdSizes &n) {
+  SortSpace space;
+  if (!dq.defined() || !dkv.defined() || !dq.is_contiguous() ||
+      !dkv.is_contiguous() || n.T == 0)
+    return space;
+  const int64_t perToken = n.G * n.K;
+  const int64_t dqBytes = dq.numel() * dq.element_size();
+  const int64_t dkvBytes = dkv.numel() * dkv.element_size();
+  const int64_t dqTokenBytes = dqBytes / n.T;
+  if (dqBytes % n.T != 0 || dqTokenBytes % 8 != 0 || dkvBytes % 4 != 0 ||
+      dqTokenBytes < 8 * perToken)
+    return space;
+  space.values = dkv.view({-1}).view(at::kByte).view(at::kInt);
+  space.order = dq.view({-1}).view(at::kByte).view(at::kLong);
+  space.orderPerToken = dqTokenBytes / 8;
+  space.maxTokens = space.values.numel() / perToken;
+  return space;
+}
+
+at::Tensor sortedIndexRowsInto(const at::Tensor &indices, int64_t t0,
+                               int64_t t1, const SortSpace &space) {
+  at::Tensor rows = indices.slice(0, t0, t1);
+  const int64_t count = rows.numel();
+  TORCH_CHECK(t1 - t0 <= space.maxTokens, kOpName,
+              ": internal error: a sort chunk of ", t1 - t0,
+              " tokens exceeds the outputs' room for ", space.maxTokens);
+  at::Tensor values = space.values.narrow(0, 0, count).view(rows.sizes());
+  at::Tensor order = space.order.narrow(0, t0 * space.orderPerToken, count)
+                         .view(rows.sizes());
+  at::sort_out(values, order, rows, /*dim=*/-1);
+  return values;
+}
+
 } // namespace smla::ext

@@ -20,9 +20,10 @@
 // resident CTAs reduces into do not either (counted on a window of the
 // call's own indices on the device; a call uses the newest count that has
 // arrived, and waits only for the first of a shape; SMLA_WALK=given or
-// sorted skips the count). The workspace is
-// bounded: rows are sorted and launched in chunks of tokens
-// (kSortWorkspaceBytes).
+// sorted skips the count). Rows are sorted and launched in chunks of
+// tokens (kSortWorkspaceBytes); the sort writes into the outputs' memory
+// where they hold it (SortSpace: no workspace, twenty-eighth session),
+// else into a workspace of that bound.
 //
 // Environment (tuning and tests): SMLA_WALK=auto|sorted|given,
 // SMLA_WALK_PERIOD=<int> (0: no rotation; where the sorted walk runs, and
@@ -94,6 +95,31 @@ SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
 /// indices[t0:t1] with each row sorted ascending (invalid indices, < 0 or
 /// >= S_kv, sort to the ends and stay invalid).
 at::Tensor sortedIndexRows(const at::Tensor &indices, int64_t t0, int64_t t1);
+
+/// The outputs' memory that the sorted walk sorts into, so that it takes
+/// no workspace (the bound: the fp32 dKV buffer + O(T H) beyond
+/// the outputs). A chunk's sorted rows go to the start of dkv (the bf16
+/// output, written only by the cast after every bwd launch; a chunk's
+/// sort follows the previous chunk's launch on the stream), torch.sort's
+/// permutation to the chunk's own tokens' dq rows (dead before the chunk's
+/// launch, which then writes dq there). Empty when the outputs cannot hold
+/// them: dkv is the fp32 accumulator itself, or a token's dq row is
+/// shorter than its G K int64 (or sizes do not divide).
+struct SortSpace {
+  at::Tensor values; // dkv as int32, flat
+  at::Tensor order;  // dq as int64, flat
+  int64_t orderPerToken = 0;
+  /// The most tokens whose sorted rows fit the values.
+  int64_t maxTokens = 0;
+  bool usable() const { return maxTokens > 0; }
+};
+SortSpace sortSpace(const at::Tensor &dq, const at::Tensor &dkv,
+                    const BwdSizes &n);
+
+/// sortedIndexRows into `space` (tokens t0..t1 within space.maxTokens of
+/// each other): the sorted rows, a view of dkv's memory.
+at::Tensor sortedIndexRowsInto(const at::Tensor &indices, int64_t t0,
+                               int64_t t1, const SortSpace &space);
 
 } // namespace smla::ext
 

@@ -294,10 +294,14 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
   // dkv in the requested type, allocated only now: the bwd kernels do not
   // take it, and every ATen call before their launch is host time the
   // GPU waits for at the call's start.
+  auto allocateDkv = [&] {
+    if (castDkv && !t.dkv.defined())
+      t.dkv = at::empty(args.kv.sizes(), args.kv.options().dtype(args.dkvDtype));
+  };
   auto finish = [&](KernelTensors &t) -> Outputs {
     if (!castDkv)
       return {t.dq, t.dkvAccum, t.counters};
-    t.dkv = at::empty_like(args.kv, args.kv.options().dtype(args.dkvDtype));
+    allocateDkv();
     if (const runtime::KernelEntry *cast = selectOptional(
             library, makeRequest("dkv_cast", n, lseBaseE, hasPositions,
                                  bwd.config.dqType.value_or("bf16") == "f32"
@@ -336,11 +340,18 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
     library.launch(bwd, stream, sizes,
                    kernelParams(t, n, args.smScale, walk.period));
   } else {
-    // Row-sorted indices, a bounded chunk of tokens per launch (SlotWalk.h).
+    // Row-sorted indices, a bounded chunk of tokens per launch, sorted into
+    // the outputs' memory where it holds a chunk (SlotWalk.h).
+    allocateDkv();
+    const SortSpace space = sortSpace(t.dq, t.dkv, n);
+    const bool inOutputs =
+        space.usable() && walk.chunkTokens <= space.maxTokens;
     for (int64_t t0 = 0; t0 < n.T; t0 += walk.chunkTokens) {
       int64_t t1 = std::min(n.T, t0 + walk.chunkTokens);
       KernelTensors chunk = tokenRows(t, t0, t1);
-      chunk.indices = sortedIndexRows(args.indices, t0, t1);
+      chunk.indices = inOutputs
+                          ? sortedIndexRowsInto(args.indices, t0, t1, space)
+                          : sortedIndexRows(args.indices, t0, t1);
       BwdSizes cn = n;
       cn.T = t1 - t0;
       library.launch(bwd, stream,

@@ -268,17 +268,17 @@ def test_token_pairs_match_reference(name, monkeypatch):
 
 
 @needs_compiled
-@pytest.mark.parametrize("pairs", ["on", "off", "workspace"])
+@pytest.mark.parametrize("pairs", ["on", "off", "sorted", "workspace"])
 def test_extra_device_memory_within_the_bound(pairs, monkeypatch):
     """The issue's memory bound: besides its outputs a call allocates at
     most the fp32 dKV buffer and O(T H). The token pairs keep their aligned
-    rows in dq's memory; the per-token kernels need nothing else. With the
-    rows in a workspace (SMLA_PAIRS_ROWS=workspace, as before the
-    twenty-eighth session: 2 x 2K int32 per token, 8 MiB here) the
-    measurement sees it."""
-    monkeypatch.setenv("SMLA_PAIRS", "off" if pairs == "off" else "on")
+    rows in dq's memory; the sorted walk sorts into dkv's and dq's; the
+    per-token kernels need nothing else. With the pairs' rows in a
+    workspace (SMLA_PAIRS_ROWS=workspace, as before the twenty-eighth
+    session: 2 x 2K int32 per token, 8 MiB here) the measurement sees it."""
+    monkeypatch.setenv("SMLA_PAIRS", "on" if pairs in ("on", "workspace") else "off")
     monkeypatch.setenv("SMLA_PAIRS_ROWS", "workspace" if pairs == "workspace" else "dq")
-    monkeypatch.setenv("SMLA_WALK", "given")
+    monkeypatch.setenv("SMLA_WALK", "sorted" if pairs == "sorted" else "given")
     p = pair_problem(T=512, S=4096, K=2048, overlap=0.8, adversarial=False)
     T, H, W = p["q"].shape
     S = p["kv"].shape[0]

@@ -54,4 +54,17 @@ case $call in
 3) # the harness with every peer (TileLang where the shape has no query
    # positions) on the other shapes: their times and extra memory
   binding; tl; harness B3 B1 B2r ;;
+4) # the sorted walk sorting into the outputs' memory (binding only, the
+   # same cubins): the GPU tests, memcheck and initcheck on the sorted walk
+   # in chunks of 2 tokens (H = 16), B2r's time and memory
+  binding
+  tests new
+  for tool in memcheck initcheck; do
+    SMLA_WALK=sorted SMLA_WALK_CHUNK_TOKENS=2 SMLA_WALK_PERIOD=7 SMLA_SANITIZE_HEADS=16 \
+      SMLA_KERNEL_DIR=$(lib new) timeout 120 compute-sanitizer --tool $tool --error-exitcode 3 \
+      python3 scripts/sanitizer_cases.py > $OUT/sorted-$tool.txt 2>&1
+    echo "sorted $tool rc=$?"; grep -E "configurations|ERROR SUMMARY" $OUT/sorted-$tool.txt | tail -2
+  done
+  runv new B2r; runv new B2r
+  cat $OUT/bench.txt ;;
 esac
