@@ -342,12 +342,18 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
   } else {
     // Row-sorted indices, a bounded chunk of tokens per launch, sorted into
     // the outputs' memory where it holds a chunk (SlotWalk.h).
+    // Chunks of at most what dkv holds. Under SMLA_WALK=auto on the H200
+    // that changes nothing: the walk is sorted only when the fp32 dKV
+    // exceeds the 50 MB L2, and then the bf16 dkv holds a chunk's sorted
+    // rows (at most a third of kSortWorkspaceBytes, 21.3 MiB).
     allocateDkv();
     const SortSpace space = sortSpace(t.dq, t.dkv, n);
-    const bool inOutputs =
-        space.usable() && walk.chunkTokens <= space.maxTokens;
-    for (int64_t t0 = 0; t0 < n.T; t0 += walk.chunkTokens) {
-      int64_t t1 = std::min(n.T, t0 + walk.chunkTokens);
+    const bool inOutputs = space.usable();
+    const int64_t chunkTokens =
+        inOutputs ? std::min(walk.chunkTokens, space.maxTokens)
+                  : walk.chunkTokens;
+    for (int64_t t0 = 0; t0 < n.T; t0 += chunkTokens) {
+      int64_t t1 = std::min(n.T, t0 + chunkTokens);
       KernelTensors chunk = tokenRows(t, t0, t1);
       chunk.indices = inOutputs
                           ? sortedIndexRowsInto(args.indices, t0, t1, space)
