@@ -6,8 +6,50 @@
 
 #include "smla/Conversion/SMLAToNVVM/CtaEmitter.h"
 
+#include "llvm/Support/CommandLine.h"
+
 using namespace mlir;
 using namespace mlir::smla;
+
+namespace {
+/// For measurements only (docs/performance.md, "Why B2 and B1 stay short":
+/// the bounds that stop the targets rest on libraries built this way). The
+/// kernels it builds compute a wrong dkv.
+enum class DiagnosticDkv { None, NoReductions, NoScatter };
+llvm::cl::opt<DiagnosticDkv> diagnosticDkv(
+    "smla-diagnostic-dkv",
+    llvm::cl::desc("Measurement only, wrong dkv: build the dKV reductions "
+                   "switched off"),
+    llvm::cl::init(DiagnosticDkv::None),
+    llvm::cl::values(
+        clEnumValN(DiagnosticDkv::None, "none", "the real kernels"),
+        clEnumValN(DiagnosticDkv::NoReductions, "no-reductions",
+                   "predicated off at run time (%clock never equals "
+                   "0x7fffffff, which neither LLVM nor ptxas can fold): "
+                   "the dKV products stay, no reduction is issued"),
+        clEnumValN(DiagnosticDkv::NoScatter, "no-scatter",
+                   "predicated off by a constant that ptxas folds: the "
+                   "dKV products go with the reductions")));
+
+/// `valid` and the diagnostic's false, if one is asked for.
+Value diagnosticPredicate(OpBuilder &b, Location loc, Value valid) {
+  if (diagnosticDkv == DiagnosticDkv::None)
+    return valid;
+  bool clock = diagnosticDkv == DiagnosticDkv::NoReductions;
+  auto read = LLVM::InlineAsmOp::create(
+      b, loc, TypeRange{b.getI32Type()}, ValueRange{},
+      clock ? "mov.u32 $0, %clock;" : "mov.u32 $0, 0;", "=r",
+      /*has_side_effects=*/true, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  Value never = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq, read.getResult(0),
+      arith::ConstantOp::create(b, loc,
+                                b.getI32IntegerAttr(clock ? 0x7fffffff : 1)));
+  return arith::AndIOp::create(b, loc, valid, never);
+}
+} // namespace
 
 Value mlir::smla::emitReduce(
     OpBuilder &b, Location loc, Value lb, Value ub, Value step, Value init,
@@ -149,7 +191,7 @@ void mlir::smla::emitMaskedRed(OpBuilder &b, Location loc, Value dkv,
   p = LLVM::AddrSpaceCastOp::create(b, loc, globalPtr, p);
   SmallVector<Value> operands{p};
   operands.append(values.begin(), values.end());
-  operands.push_back(valid);
+  operands.push_back(diagnosticPredicate(b, loc, valid));
   bool v4 = values.size() == 4;
   LLVM::InlineAsmOp::create(
       b, loc, TypeRange{}, operands,

@@ -87,7 +87,8 @@ void emitCounts(OpBuilder &b, Location loc, Value counters, int64_t slot,
 
 /// `@valid red.global.add.v{2,4}.f32 [dkv[select(valid, raw, 0), g, col]],
 /// values` (2 or 4 consecutive columns): a masked lane adds nothing and its
-/// index never becomes an address.
+/// index never becomes an address. `--smla-diagnostic-dkv` (measurements
+/// only) switches every reduction off.
 void emitMaskedRed(OpBuilder &b, Location loc, Value dkv, Value group,
                    Value valid, Value raw, Value col, ValueRange values);
 
