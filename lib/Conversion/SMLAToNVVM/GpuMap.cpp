@@ -324,44 +324,6 @@ scf::ForOp findGroupLoop(scf::ForOp tokenLoop) {
   return {};
 }
 
-
-/// softmax and dscores are elementwise: their lowering reads and writes
-/// element (h, j) of their [Hb, B] tiles in the same thread. When the tile
-/// one of them reads (scores, dP) has no reader but that op and is written
-/// only by tile_dots before it in its block, and every other use of the
-/// op's result tile (P, dS) follows it in that block, the result can live
-/// in the same shared memory: within one pass over the block nothing
-/// writes the input again before the result's last use. Result alloca ->
-/// input alloca.
-DenseMap<Value, Value> inPlaceTiles(func::FuncOp func) {
-  DenseMap<Value, Value> out;
-  auto alias = [&](Operation *op, Value in, Value result) {
-    if (!in.getDefiningOp<memref::AllocaOp>() ||
-        !result.getDefiningOp<memref::AllocaOp>() ||
-        in.getType() != result.getType())
-      return;
-    Block *block = op->getBlock();
-    for (Operation *user : in.getUsers()) {
-      auto dot = dyn_cast<TileDotOp>(user);
-      if (user != op && !(dot && dot.getResult() == in &&
-                          dot->getBlock() == block && dot->isBeforeInBlock(op)))
-        return;
-    }
-    for (Operation *user : result.getUsers())
-      if (user != op &&
-          (user->getBlock() != block || !op->isBeforeInBlock(user)))
-        return;
-    out[result] = in;
-  };
-  func.walk([&](Operation *op) {
-    if (auto softmax = dyn_cast<SoftmaxOp>(op))
-      alias(op, softmax.getScores(), softmax.getProbs());
-    else if (auto dscores = dyn_cast<DScoresOp>(op))
-      alias(op, dscores.getDp(), dscores.getDs());
-  });
-  return out;
-}
-
 LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                           int64_t threads, int64_t ctasPerSm, bool mma,
                           bool wgmmaScatter, bool clusterHeadBlocks) {

@@ -211,6 +211,17 @@ bool mmaEnabled(Operation *op, bool option);
 /// The map is keyed by the accumulator operand; its storage is the alloca
 /// `soleRootAlloca` finds.
 llvm::DenseMap<Value, int64_t> planDqRegisters(gpu::GPUFuncOp func);
+
+/// softmax and dscores are elementwise: their lowering reads and writes
+/// element (h, j) of their [Hb, B] tiles in the same thread. When the tile
+/// one of them reads (scores, dP) has no reader but that op and is written
+/// only by tile_dots before it in its block, and every other use of the
+/// op's result tile (P, dS) follows it in that block, the result can live
+/// in the same shared memory: within one pass over the block nothing
+/// writes the input again before the result's last use. Result alloca ->
+/// input alloca (InPlaceTiles.cpp; smla-gpu-map places the tiles).
+llvm::DenseMap<Value, Value> inPlaceTiles(func::FuncOp func);
+
 /// The alloca a workgroup memref is a (sub)view of, through subviews and
 /// casts, or null.
 memref::AllocaOp rootAlloca(Value v);
