@@ -291,9 +291,10 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
     }
   }
 
-  // dkv in the requested type, allocated only now: the bwd kernels do not
-  // take it, and every ATen call before their launch is host time the
-  // GPU waits for at the call's start.
+  // dkv in the requested type, allocated after the bwd launches: they do
+  // not take it, and every ATen call before their launch is host time the
+  // GPU waits for at the call's start. The sorted walk allocates it first:
+  // it sorts into it (SlotWalk.h, SortSpace).
   auto allocateDkv = [&] {
     if (castDkv && !t.dkv.defined())
       t.dkv = at::empty(args.kv.sizes(), args.kv.options().dtype(args.dkvDtype));
