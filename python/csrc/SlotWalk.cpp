@@ -238,17 +238,23 @@ at::Tensor sortedIndexRows(const at::Tensor &indices, int64_t t0, int64_t t1) {
       .contiguous();
 }
 
+int64_t tokenRowBytes(const at::Tensor &dq) {
+  if (!dq.defined() || !dq.is_contiguous() || dq.dim() < 1 ||
+      dq.size(0) == 0)
+    return 0;
+  return dq.numel() / dq.size(0) * dq.element_size();
+}
+
 SortSpace sortSpace(const at::Tensor &dq, const at::Tensor &dkv,
                     const BwdSizes &n) {
   SortSpace space;
-  if (!dq.defined() || !dkv.defined() || !dq.is_contiguous() ||
-      !dkv.is_contiguous() || n.T == 0)
+  const int64_t dqTokenBytes = tokenRowBytes(dq);
+  if (dqTokenBytes == 0 || dq.size(0) != n.T || !dkv.defined() ||
+      !dkv.is_contiguous())
     return space;
   const int64_t perToken = n.G * n.K;
-  const int64_t dqBytes = dq.numel() * dq.element_size();
   const int64_t dkvBytes = dkv.numel() * dkv.element_size();
-  const int64_t dqTokenBytes = dqBytes / n.T;
-  if (dqBytes % n.T != 0 || dqTokenBytes % 8 != 0 || dkvBytes % 4 != 0 ||
+  if (dqTokenBytes % 8 != 0 || dkvBytes % 4 != 0 ||
       dqTokenBytes < 8 * perToken)
     return space;
   space.values = dkv.view({-1}).view(at::kByte).view(at::kInt);

@@ -96,6 +96,11 @@ SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
 /// >= S_kv, sort to the ends and stay invalid).
 at::Tensor sortedIndexRows(const at::Tensor &indices, int64_t t0, int64_t t1);
 
+/// The bytes of one token's row of the contiguous per-token output `dq`
+/// ([T, ...]); 0 where dq is undefined, not contiguous or empty. The
+/// sorted walk's permutation and the token pairs' index rows live there.
+int64_t tokenRowBytes(const at::Tensor &dq);
+
 /// The outputs' memory that the sorted walk sorts into, so that it takes
 /// no workspace (the bound: the fp32 dKV buffer + O(T H) beyond
 /// the outputs). A chunk's sorted rows go to the start of dkv (the bf16

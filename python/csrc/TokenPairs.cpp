@@ -157,9 +157,7 @@ bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength) {
 }
 
 int64_t pairRowsInDq(const at::Tensor &dq, int64_t K) {
-  if (!dq.is_contiguous() || dq.dim() < 1 || dq.size(0) == 0)
-    return 0;
-  const int64_t bytes = dq.numel() / dq.size(0) * dq.element_size();
+  const int64_t bytes = tokenRowBytes(dq);
   const int64_t width = bytes / int64_t(sizeof(int32_t));
   return bytes % int64_t(sizeof(int32_t)) == 0 && width >= 2 * K ? width : 0;
 }
