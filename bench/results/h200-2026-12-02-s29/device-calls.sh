@@ -1,0 +1,32 @@
+#!/bin/bash
+# The twenty-ninth session's device calls (experiments.txt), run on the
+# device machine from the repository root: bash device-calls.sh N.
+# Libraries (carried):
+#   new     build/kernels (HEAD's library)
+#   nored   scratch/diag/no-reductions: every dKV reduction predicated off
+#           at run time, the products kept (bench/diagnostic-libs.sh)
+#   noscat  scratch/diag/no-scatter: the dKV products gone too
+# The diagnostic libraries' dkv is wrong: timed, never tested.
+set -u
+call=$1
+T0=$SECONDS
+. bench/device-calls-lib.sh
+lib() { case $1 in nored) echo $PWD/scratch/diag/no-reductions ;; noscat) echo $PWD/scratch/diag/no-scatter ;; *) echo $PWD/build/kernels ;; esac; }
+case $call in
+1) # the bounds: each shape against the two diagnostic libraries,
+   # alternating rounds (B1 and B2 three, B2r and B3 one)
+  binding
+  rounds 3 300 B1 new nored noscat
+  rounds 3 450 B2 new nored noscat
+  rounds 1 540 B2r new nored noscat
+  rounds 1 570 B3 new nored noscat
+  cat $OUT/bench.txt ;;
+2) # HEAD's binding (tokenRowBytes shared by the pairs' rows and the sorted
+   # walk's sort space): the GPU tests and the GLM-5.2 replay
+  SMLA_GPU_STEPS="tests replay" bash scripts/gpu.sh $OUT/gpu build/kernels > $OUT/gpu.txt 2>&1
+  echo "gpu.sh rc=$? $((SECONDS-T0))s"; tail -14 $OUT/gpu.txt
+  # then ncu on B1's launch, the library and the kernel without its scatter
+  profile new B1 "h64_g1_b64_s2_base2.*_bwd" B1-new
+  profile noscat B1 "h64_g1_b64_s2_base2.*_bwd" B1-noscat
+  for n in new noscat; do grep -E "Duration|Executed Instructions  |Issued Ipc|Eligible Warps|No Eligible|Registers Per|Achieved Occ" $OUT/ncu-B1-$n-details.txt | head -9; done ;;
+esac
