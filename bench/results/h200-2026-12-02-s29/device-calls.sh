@@ -29,4 +29,7 @@ case $call in
   profile new B1 "h64_g1_b64_s2_base2.*_bwd" B1-new
   profile noscat B1 "h64_g1_b64_s2_base2.*_bwd" B1-noscat
   for n in new noscat; do grep -E "Duration|Executed Instructions  |Issued Ipc|Eligible Warps|No Eligible|Registers Per|Achieved Occ" $OUT/ncu-B1-$n-details.txt | head -9; done ;;
+3) # HEAD's binding under compute-sanitizer (memcheck, racecheck, initcheck)
+  SMLA_GPU_STEPS="sanitize" bash scripts/gpu.sh $OUT/gpu build/kernels > $OUT/gpu.txt 2>&1
+  echo "gpu.sh rc=$? $((SECONDS-T0))s"; tail -8 $OUT/gpu.txt ;;
 esac
