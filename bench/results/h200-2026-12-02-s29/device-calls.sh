@@ -54,7 +54,7 @@ case $call in
   profile noscat B1 "h64_g1_b64_s2_base2.*_bwd" B1-noscat
   for n in new noscat; do grep -E "Duration|Executed Instructions  |Issued Ipc|Eligible Warps|No Eligible|Registers Per|Achieved Occ" $OUT/ncu-B1-$n-details.txt | head -9; done ;;
 4|5) # the harness with every peer, one process per shape (TileLang where
-   # the shape has no query positions): 4 B1 B2, 5 B2r (B3: no time left)
+   # the shape has no query positions): 4 B1 B2, 5 B2r (not run: device time)
   binding; tl
   if [ $call = 4 ]; then harness B1 B2; else harness B2r; fi ;;
 3) # HEAD's binding under compute-sanitizer (memcheck, racecheck, initcheck)
