@@ -22,7 +22,7 @@ q_positions must mask; tokens at positions p % 37 == 11 select nothing
 
   python examples/cp_allgather.py --world 4 --check              # gloo, CPU
   python examples/cp_allgather.py --world 2 --device cuda --check # NCCL, kernels
-  torchrun --nproc-per-node 2 examples/cp_allgather.py --device cuda --check
+  torchrun --standalone --nproc-per-node 2 examples/cp_allgather.py --device cuda --check
 
 --check gathers every rank's dq, dkv shard and guard counters on rank 0 and
 compares them with the whole sequence computed in one process; --out FILE
