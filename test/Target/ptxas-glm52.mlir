@@ -232,8 +232,7 @@
 // epilogue=overlap: the last dKV chunk in warpgroups 1-3 alongside the
 // fused run, ordered by named barrier 1 (one arrive in the chunk, one
 // sync in warpgroup 0), the token-pair kernel still without spill. B1's
-// cluster kernel spills that way (8 bytes, a loop invariant, when it was
-// measured 1.08x faster all the same; 32 since delta runs on every warp):
+// cluster kernel spills that way (32 bytes with delta on every warp):
 // refused unless the configuration accepts it with max_spill, which the
 // manifest records. Its chunk runs as 8
 // m64n32k16 (own and partner rows, two products, two k steps) per
