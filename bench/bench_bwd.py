@@ -1,4 +1,4 @@
-"""Benchmark the sparse-MLA backward against its peers (BENCHMARKS.md).
+"""Benchmark the sparse-MLA backward against its peers (docs/performance.md).
 
     python bench/bench_bwd.py                    # B1 B2 B2r B3 on the GPU
     python bench/bench_bwd.py --shapes B1 B2     # a subset
@@ -52,8 +52,8 @@ SHAPES = {
     "B2r": (8192, 32768, 16, 1, 512, 64, 2048, "random"),
     "B3": (4 * 2048, 8192, 16, 1, 512, 64, 2048, "packed"),
 }
-# Not in BENCHMARKS.md (no target): B1 with the other head counts of the
-# kernel library, e.g. H=128 as in DeepSeek-V3.2.
+# Without a target (docs/performance.md, "Shapes"): B1 with the other head
+# counts of the kernel library, e.g. H=128 as in DeepSeek-V3.2.
 for _heads in (32, 128):
     SHAPES[f"H{_heads}"] = SHAPES["B1"][:2] + (_heads,) + SHAPES["B1"][3:]
 DEFAULT_SHAPES = ["B1", "B2", "B2r", "B3"]
@@ -171,7 +171,7 @@ def limits(device, tiny):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shapes", nargs="+", default=DEFAULT_SHAPES, choices=list(SHAPES),
-                    help="default: the BENCHMARKS.md shapes B1 B2 B2r B3")
+                    help="default: the shapes with targets, B1 B2 B2r B3")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="small shapes (smoke test)")
     ap.add_argument("--iters", type=int, default=None, help="timed runs (default 20; tiny 2)")

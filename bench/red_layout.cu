@@ -1,5 +1,5 @@
 // How the rate of scattered fp32 row reductions depends on how many bytes
-// of one dKV row a warp instruction covers (sixteenth session).
+// of one dKV row a warp instruction covers (docs/performance.md, "Floors").
 //
 // 132 CTAs x 512 threads, 400 steps; a step reduces 64 rows x 576 f32 (a
 // block of the bwd kernel) with red.global.add.v4.f32, rows drawn from a
@@ -8,7 +8,7 @@
 // kernel's wgmma / mma.sync C fragments after the shfl pairing (8 rows x
 // 64 B), L = 8 / 16 need the sums transposed through shared memory first.
 //
-// The bulk modes (seventeenth session) reduce the same rows from shared
+// The bulk modes reduce the same rows from shared
 // memory with the TMA engine instead: cp.reduce.async.bulk .add.f32 of
 // one row segment of OP bytes per instruction, issued by 64 threads (one
 // row each), the segments of a row in turn; `wait` waits for the reads of

@@ -1,6 +1,5 @@
 // Can a few dedicated reducer warps drain a block's dKV reductions while
-// the other warps compute? (twentieth session; docs/performance.md,
-// "Versions"; bench/results/h200-2026-12-01-s20/reducer_warps.txt.)
+// the other warps compute? (docs/performance.md, "Open levers".)
 //
 //   nvcc -arch=sm_90a -O3 -o /tmp/reducer_warps bench/reducer_warps.cu
 //   /tmp/reducer_warps [work...]    # FMA iterations per phase

@@ -1,5 +1,5 @@
 // Scattered fp32 row reductions on one H200, alone and next to compute
-// (twelfth session; docs/performance.md, "Staged dKV reductions").
+// (docs/performance.md).
 //
 //   nvcc -arch=sm_90a -O3 -o /tmp/reductions bench/reductions.cu
 //   /tmp/reductions 4096    # rows drawn from a band of 4096 (in L2)
@@ -15,7 +15,7 @@
 // stage (wait_group.read before the stage is rewritten); "spec": warps 0-7
 // compute and warps 8-15 issue all the reductions (compute-8: warps 0-7
 // compute, nobody reduces); red.v2: the red.v4 bytes as twice as many
-// red.global.add.v2.f32 (thirteenth session). The check compares red and
+// red.global.add.v2.f32. The check compares red and
 // bulk results.
 #include <cstdio>
 #include <cstdlib>

@@ -1,5 +1,5 @@
-// setmaxnreg in a 512-thread kernel (twelfth session; docs/performance.md,
-// "Next levers" 0): warpgroups 0-2 raise their registers to 152 and keep
+// setmaxnreg in a 512-thread kernel (docs/performance.md, "Open levers"):
+// warpgroups 0-2 raise their registers to 152 and keep
 // 144 floats live, warpgroup 3 lowers its own to 56. The same math without
 // setmaxnreg spills (ptxas -v: 280 bytes at the 128 registers that 512
 // threads allow). Prints both times, the outputs that differ and the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Packs TileLang and its dependencies for an offline GPU machine, as the
-# twenty-seventh session did (docs/performance.md, "Where things stand"):
+# Packs TileLang and its dependencies for an offline GPU machine, for the
+# TileLang peer of the harness (docs/performance.md, "Peers"):
 #   bash bench/tilelang-site.sh OUT.tar.xz [TILELANG_VERSION]
 # Downloads the manylinux wheels for CPython 3.12 from PyPI (this machine
 # needs network, not a GPU), installs them with --no-deps into tlsite/ and

@@ -1,7 +1,7 @@
 // The block products of a 32-row CTA, S^T = K Q^T and dP^T = V dO^T over
 // one top-k block of 64 keys (K: 64 x 576, V = its first 512 columns),
-// on mma.sync as the library lowers them against wgmma from shared memory
-// (thirteenth session; docs/performance.md, "Next levers", lever 0).
+// on mma.sync as the library lowers them at H = 16 against wgmma from shared
+// memory as the 32-row kernels do (docs/wgmma-kernels.md).
 //
 //   nvcc -arch=sm_90a -O3 -o /tmp/wgmma bench/wgmma.cu && /tmp/wgmma
 //

@@ -1,8 +1,8 @@
 // The dKV products of one top-k block of a 32-row CTA,
 //   D[j, c] = sum_h dS[h, j] q[h, c] + (c < 512) sum_h P[h, j] do[h, c]
 // (64 keys x 576 columns, K = 32 rows), on mma.sync as the library lowers
-// scatter_dkv against wgmma (thirteenth session; docs/performance.md,
-// "Next levers", lever 0). Only the products: where the library issues a
+// scatter_dkv against wgmma (docs/wgmma-kernels.md), and the descriptor
+// readings of the [q; do] tile. Only the products: where the library issues a
 // red.v4 per row and 4 columns, both modes fold the sums into a register.
 //
 //   nvcc -gencode arch=compute_90a,code=sm_90a -O3 -o /tmp/wgmma_dkv bench/wgmma_dkv.cu

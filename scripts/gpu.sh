@@ -7,7 +7,7 @@
 #      and replays a synthetic dump of the reported GLM-5.2 event,
 #   3. runs compute-sanitizer memcheck/racecheck/initcheck on a reduced suite
 #      that still holds every kind of invalid index,
-#   4. runs the benchmarks (BENCHMARKS.md shapes, peers in the same process),
+#   4. runs the benchmarks (docs/performance.md shapes, peers in the same process),
 # writes logs and JSON to OUT and prints a summary table last.
 #
 #   bash scripts/gpu.sh OUT [KERNEL_DIR]        (KERNEL_DIR: build/kernels)

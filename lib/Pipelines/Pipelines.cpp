@@ -72,7 +72,7 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
 }
 
 void mlir::smla::buildGpuToPtxPipeline(OpPassManager &pm, StringRef cudaPath) {
-  // The standard route to PTX (docs/codegen.md): bare-pointer kernel
+  // The standard route to PTX (docs/compiler.md): bare-pointer kernel
   // parameters, PTX ISA 8.1 for the vector red.global.add, libdevice linked
   // by gpu-module-to-binary for math.exp2.
   const char *toPtx =

@@ -80,7 +80,7 @@ std::string KernelSpec::source() const {
       tokens);
   // The op's sm_scale is a compile-time placeholder: smla-gpu-map gives the
   // bwd kernel an f32 `sm_scale` parameter and the softmax / dscores
-  // lowering reads that instead (docs/codegen.md).
+  // lowering reads that instead (docs/compiler.md).
   double placeholder = 1.0 / std::sqrt(double(w));
   return llvm::formatv("func.func @{0}({1}) {{\n  smla.sparse_attention_bwd"
                        "{2} {{config = {3}, sm_scale = {4:e} : f32}\n  "

@@ -33,7 +33,7 @@ struct BwdArgs {
   at::ScalarType dqDtype, dkvDtype;
 };
 
-/// The problem sizes, read from the shapes (see DESIGN.md, "The contract").
+/// The problem sizes, read from the shapes (see docs/contract.md).
 struct BwdSizes {
   int64_t T = 0, H = 0, G = 0, K = 0, S_kv = 0, D = 0, Dt = 0;
 };

@@ -219,7 +219,7 @@ SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
   walk.sorted = true;
   // Three times the resident CTAs. B2r, sorted rows, four chunks: 17.6-17.9
   // ms; twice 17.9-18.2, once 21.1, no rotation 18.1-18.7, the given order
-  // 23.6-24.3 (docs/performance.md, "The sorted walk").
+  // 23.6-24.3 (docs/runtime.md, "The slot walk").
   walk.period = static_cast<int32_t>(
       env.period >= 0 ? env.period
                       : std::min<int64_t>(3 * resident, INT32_MAX));

@@ -12,7 +12,7 @@
 // CTAs resident at one moment reduce into one narrow band of dKV rows:
 // when the rows they would touch otherwise do not fit in L2 (random
 // indices over a large S_kv: B2r), the reductions stay in L2 instead of
-// going to DRAM (docs/performance.md, sixth session).
+// going to DRAM (docs/runtime.md, "The slot walk").
 //
 // "Sorted" costs a sort of the indices, a workspace for the sorted rows
 // and launches in chunks, so it is chosen per call: only when the fp32 dKV
@@ -22,8 +22,8 @@
 // arrived, and waits only for the first of a shape; SMLA_WALK=given or
 // sorted skips the count). Rows are sorted and launched in chunks of
 // tokens (kSortWorkspaceBytes); the sort writes into the outputs' memory
-// where they hold it (SortSpace: no workspace, twenty-eighth session),
-// else into a workspace of that bound.
+// where they hold it (SortSpace: no workspace), else into a workspace of
+// that bound.
 //
 // Environment (tuning and tests): SMLA_WALK=auto|sorted|given,
 // SMLA_WALK_PERIOD=<int> (0: no rotation; where the sorted walk runs, and

@@ -210,7 +210,7 @@ alignedPairRowsOp(const at::Tensor &indices, int64_t sKv) {
 
 // Python calls it through smla._compiled.aligned_pair_rows, which checks
 // the arguments first: on the H200's torch 2.11 an error thrown from this
-// op crashed the process (tenth session), while the same checks raise
+// op crashed the process, while the same checks raise
 // normally with later torch versions.
 TORCH_LIBRARY_IMPL(smla, CPU, m) {
   m.impl("aligned_pair_rows", &alignedPairRowsOp);

@@ -65,9 +65,10 @@
 
 namespace smla::ext {
 
-/// The pair kernel against the one-token kernel on B2 (ninth and tenth
-/// sessions): 13.2 ms over unions of 1.23 K slots against 15.3 ms, i.e. it
-/// pays while the union stays under ~1.4 K; the build costs on top.
+/// The pair kernel against the one-token kernel on B2 (`bench/bench_bwd.py
+/// --shapes B2`, SMLA_PAIRS=on against off): 13.2 ms over unions of 1.23 K
+/// slots against 15.3 ms, i.e. it pays while the union stays under ~1.4 K;
+/// the build costs on top.
 inline constexpr double kMaxUnionRatio = 1.35;
 
 enum class PairsMode { Auto, On, Off };
@@ -101,9 +102,9 @@ bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength);
 /// The most bytes of aligned rows one chunk of pairs builds in a
 /// workspace (rows that do not fit in dq): 128 MiB, the rows of 8192
 /// tokens at K = 2048. In two launches of 64 MiB each, B2 took 9.27-9.52
-/// ms against 9.00-9.24 for one in alternating rounds (twenty-sixth
-/// session, docs/performance.md "Versions"): a chunk boundary drains the
-/// GPU.
+/// ms against 9.00-9.24 for one (`bench/bench_bwd.py --shapes B2` with
+/// SMLA_PAIRS_CHUNK=2048 and unset, in alternating rounds): a chunk
+/// boundary drains the GPU.
 inline constexpr int64_t kPairRowsBytes = int64_t(128) << 20;
 
 /// The int32 slots of one token's row of `dq` ([T, H, D + Dt],

@@ -77,7 +77,7 @@ def sparse_mla_bwd(
     *, lse_base=2, q_positions=None, dq_dtype=None, dkv_dtype=None, diagnostics=False,
     mode=None,
 ):
-    """Backward of sparse multi-latent attention (see smla.contract / DESIGN.md).
+    """Backward of sparse multi-latent attention (see smla.contract / docs/contract.md).
 
     Returns (dq, dkv), or (dq, dkv, counters) with ``diagnostics=True`` where
     counters = {"invalid_slots", "dead_rows", "clamped"} (ints; checked mode

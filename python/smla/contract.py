@@ -3,7 +3,7 @@ lse-base conversion and the flop count.
 
 Every other module (reference, checks, checked mode, generators, benchmarks)
 imports these from here, so the math has exactly one definition of each rule.
-See DESIGN.md, "The contract".
+See docs/contract.md.
 """
 
 from __future__ import annotations
@@ -83,6 +83,6 @@ def slot_validity(
 
 
 def flop_count(T: int, H: int, K: int, D: int, Dt: int) -> int:
-    """Flops of one backward call, the count TileLang uses (BENCHMARKS.md):
+    """Flops of one backward call, the count TileLang uses (docs/performance.md):
     2*T*H*K*(2*D + 3*(D+Dt))  (two D-wide and three (D+Dt)-wide GEMMs)."""
     return 2 * T * H * K * (2 * D + 3 * (D + Dt))

@@ -1,4 +1,4 @@
-"""Seeded top-k index generators and overlap statistics (BENCHMARKS.md).
+"""Seeded top-k index generators and overlap statistics (docs/performance.md, "Shapes").
 
 All generators return int32 indices [T, G, K] into a kv buffer of S_kv rows,
 padded with -1 where a query has fewer than K causal keys. Query t sits at
@@ -161,8 +161,8 @@ def overlap_stats(
       no valid key are skipped);
     * union_<b>: mean over aligned blocks of b consecutive queries of
       |union of their keys| / K (full blocks only; NaN if there are none).
-    ``sample`` keeps only the last ``sample`` queries (BENCHMARKS.md measures a
-    256-query sample at the last shard). Negative indices are padding.
+    ``sample`` keeps only the last ``sample`` queries (docs/performance.md
+    reports a 256-query sample at the last shard). Negative indices are padding.
     """
     idx = indices[:, group, :] if indices.dim() == 3 else indices
     if sample is not None:

@@ -1,6 +1,6 @@
 """Chunked PyTorch reference for sparse MLA: forward and backward.
 
-This is the single executable definition of the contract (DESIGN.md). Tests,
+This is the single executable definition of the contract (docs/contract.md). Tests,
 checked mode, replay and the benchmarks import it. It runs on CPU and CUDA,
 computes in fp32 (float64 for float64 inputs, or as ``dtype`` says) and
 bounds memory by processing ``chunk`` query tokens at a time (default: as

@@ -232,8 +232,7 @@
 // epilogue=overlap: the last dKV chunk in warpgroups 1-3 alongside the
 // fused run, ordered by named barrier 1 (one arrive in the chunk, one
 // sync in warpgroup 0), the token-pair kernel still without spill. B1's
-// cluster kernel spills that way (8 bytes, a loop invariant, when it was
-// measured 1.08x faster all the same; 32 since delta runs on every warp):
+// cluster kernel spills that way (32 bytes with delta on every warp):
 // refused unless the configuration accepts it with max_spill, which the
 // manifest records. Its chunk runs as 8
 // m64n32k16 (own and partner rows, two products, two k steps) per
@@ -249,9 +248,9 @@
 // overlap_chunks=2: chunks 1 and 2 both in warpgroups 1-3 alongside the
 // run (16 m64n32k16 of the chunks, one arrive, after the last); the
 // manifest records it. B1's cluster kernel (the library's configuration)
-// spills 24 bytes since delta runs on every warp: four thread-layout
-// values stored before the step loop and reloaded in the CTA's tail
-// after it (cuobjdump, docs/codegen.md), accepted by max_spill=24.
+// spills 24 bytes with delta on every warp: four thread-layout values
+// stored before the step loop and reloaded in the CTA's tail after it
+// (cuobjdump; docs/wgmma-kernels.md), accepted by max_spill=24.
 // OVERLAP2-PTXAS: Function properties for smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16_bwd
 // OVERLAP2-PTXAS-NEXT: {{[0-9]+}} bytes stack frame, {{(8|16|24) bytes spill stores}}
 // OVERLAP2-N32: {{^}}16{{$}}
@@ -259,13 +258,13 @@
 // OVERLAP2-MANIFEST: "overlap_chunks": 2
 // OVERLAP2-NEEDS: overlap_chunks needs epilogue=overlap
 // OVERLAP2-BAD: bad value '3' for configuration key 'overlap_chunks'
-// B1's cluster kernel for a base-2 lse, fused without the overlap (the
-// library's form in the twenty-second session): the same 16 exp2, the 16
+// B1's cluster kernel for a base-2 lse, fused without the overlap
+// (epilogue=fused): the same 16 exp2, the 16
 // bf16 pairs of dS^T and P^T sent to the partner straight from the
 // registers (one st.async each), and without the f32 S and dP tiles
 // 17,408 bytes less shared memory than the CTA-wide kernel's 227,328
-// (WGMMA-B1-SMEM). Since delta runs on every warp (twenty-fifth session)
-// ptxas spills 40 bytes at the 128-register cap of 512 threads here, so
+// (WGMMA-B1-SMEM). With delta on every warp ptxas spills 40 bytes at the
+// 128-register cap of 512 threads here, so
 // it compiles only with max_spill; the library's overlap kernels spill
 // less (OVERLAP2-PTXAS).
 // FUSED-B1C-NOT: C7520

@@ -6,10 +6,10 @@
 // RUN: not %spill_sites --function _bwd %t/fused/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.cubin | FileCheck %s --check-prefix=FUSED
 
 // The library's base-2 cluster kernels (B1's, as kernels/CMakeLists.txt
-// configures them) spill since delta runs on every warp (twenty-fifth
-// session), which their max_spill=24 accepts because every spill
-// instruction lies outside the step loop: stored before it, reloaded in
-// the CTA's tail (docs/codegen.md, "The prologue's delta").
+// configures them) spill a few bytes with delta on every warp, which their
+// max_spill=24 accepts because every spill instruction lies outside the
+// step loop: stored before it, reloaded in the CTA's tail
+// (docs/wgmma-kernels.md, "The prologue's delta").
 // CHECK: smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16_bwd: {{[0-9]+}} spill instructions, 0 in the step loop
 // CHECK: smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16_bwd: {{[0-9]+}} spill instructions, 0 in the step loop
 

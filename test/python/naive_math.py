@@ -1,7 +1,7 @@
 """Independent, deliberately naive float64 formulations used as test oracles.
 
-Nothing here imports smla: the loops restate DESIGN.md's contract slot by
-slot, and the dense formulation is an ordinary masked softmax that autograd
+Nothing here imports smla: the loops restate the contract (docs/contract.md)
+slot by slot, and the dense formulation is an ordinary masked softmax that autograd
 differentiates. Shapes must be tiny.
 """
 

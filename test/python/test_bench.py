@@ -26,7 +26,7 @@ def test_bench_tiny_runs(tmp_path):
 
 
 def test_bench_default_shapes_are_benchmarks_md():
-    """The harness runs BENCHMARKS.md's four shapes by default; H32 and H128
+    """The harness runs the four shapes with targets by default; H32 and H128
     (B1 at other head counts, no target) only when named, and every shape
     has a tiny variant."""
     sys.path.insert(0, os.path.join(ROOT, "bench"))

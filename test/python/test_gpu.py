@@ -274,8 +274,8 @@ def test_extra_device_memory_within_the_bound(pairs, monkeypatch):
     most the fp32 dKV buffer and O(T H). The token pairs keep their aligned
     rows in dq's memory; the sorted walk sorts into dkv's and dq's; the
     per-token kernels need nothing else. With the pairs' rows in a
-    workspace (SMLA_PAIRS_ROWS=workspace, as before the twenty-eighth
-    session: 2 x 2K int32 per token, 8 MiB here) the measurement sees it."""
+    workspace (SMLA_PAIRS_ROWS=workspace: 2 x 2K int32 per token, 8 MiB
+    here) the measurement sees it."""
     monkeypatch.setenv("SMLA_PAIRS", "on" if pairs in ("on", "workspace") else "off")
     monkeypatch.setenv("SMLA_PAIRS_ROWS", "workspace" if pairs == "workspace" else "dq")
     monkeypatch.setenv("SMLA_WALK", "sorted" if pairs == "sorted" else "given")

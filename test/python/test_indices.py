@@ -1,4 +1,4 @@
-"""Index generators (BENCHMARKS.md), overlap statistics and the flop count."""
+"""Index generators (docs/performance.md, "Shapes"), overlap statistics and the flop count."""
 
 import functools
 
@@ -109,8 +109,8 @@ def test_overlap_ranges_dsa_vs_random():
     T, S, K = 128, 8192, 512
     dsa = overlap_stats(dsa_like(T, S, K, seed=0))
     rnd = overlap_stats(causal_random(T, S, K, seed=0))
-    # DSA-like: neighbours share most keys (BENCHMARKS.md reports ~0.8 / 1.6 / 2.4
-    # at full size); random: overlap ~ K/S and unions close to independent draws.
+    # DSA-like: neighbours share most keys (docs/performance.md reports ~0.8 /
+    # 1.6 / 2.4 at full size); random: overlap ~ K/S and unions close to independent draws.
     assert 0.6 < dsa["next_overlap"] < 0.95
     assert dsa["union_8"] > 1.2 and dsa["union_8"] < 2.5
     assert dsa["union_8"] < dsa["union_64"] < 5.0

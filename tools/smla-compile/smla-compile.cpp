@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
         }
         return fail("--config '" + text + "': lowering to kernels failed");
       }
-      // cluster=1 asks for the two-head-block cluster (docs/codegen.md):
+      // cluster=1 asks for the two-head-block cluster (docs/wgmma-kernels.md):
       // a split it does not apply to is refused, not silently built
       // without it. So do epilogue=fused and epilogue=overlap: the
       // manifest records them, so they must hold.

@@ -52,7 +52,7 @@ def SMLALowerToLoops : Pass<"smla-lower-to-loops"> {
 
 
 //===----------------------------------------------------------------------===//
-// GPU code generation (docs/codegen.md).
+// GPU code generation (docs/compiler.md, docs/wgmma-kernels.md).
 //===----------------------------------------------------------------------===//
 
 def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
@@ -178,8 +178,8 @@ def SMLAPrefetchKeys : Pass<"smla-prefetch-keys", "::mlir::gpu::GPUModuleOp"> {
     wait: smla-insert-barriers trusts it.
 
     Kernels marked for several CTAs per SM (`smla.ctas_per_sm` > 1) are
-    left alone: there the other CTAs run while one waits for its keys
-    (B2's kernel measured no gain) and the registers are tighter.
+    left alone: there the other CTAs run while one waits for its keys, so
+    the latency is hidden already, and the registers are tighter.
 
     Before (one step):
     ```mlir
@@ -226,11 +226,11 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     of the last block. Before the loop the slots are filled with -1, so
     the first step's chunks add nothing.
 
-    Why: on wgmma a block's dKV products take ~0.8 us against ~4.4 us on
-    mma.sync, but its ~147 KB of fp32 reductions need ~5 us at the per-SM
-    L2 rate. Issued right after the products, they stall the warps; issued
-    in three parts between the next block's phases, each part drains while
-    the other phases run (B2: 1.08x over the undeferred wgmma scatter).
+    Why: on wgmma a block's dKV products are short (about 0.8 us for a
+    32-row CTA at block 64), but its ~147 KB of fp32 reductions need ~5 us
+    at one SM's share of the L2 rate. Issued right after the products,
+    they would stall the warps; issued in three parts between the next
+    block's phases, each part drains while the other phases run.
     The buffers are single: chunk 2 of step j - 1 precedes the pack of
     step j, and smla-insert-barriers places the barriers between them.
 
@@ -247,9 +247,9 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     (`cluster` operands); the block walk's rotation takes the pair's even
     head block, so that both walk the same slots in one order. Each slot
     is then reduced once per pair of head blocks, not
-    once per head block: half the reduction bytes, for 8 KB a block
-    through distributed shared memory (B1 1.12x; moving the fp32 sums
-    instead was 1.01x, the seventeenth session's notes).
+    once per head block: half the reduction bytes, for 8 KB of packed
+    bf16 tiles a block through distributed shared memory (moving the fp32
+    sums between the CTAs instead would cost as much as it saves).
 
     Then, when the step's only `smla.dq_accumulate` reads the packed dS
     and the key tile of the step's only gather into an accumulator in
@@ -259,9 +259,9 @@ def SMLADeferScatter : Pass<"smla-defer-scatter", "::mlir::gpu::GPUModuleOp"> {
     an unpadded, 1 KB aligned buffer seen through a view marked
     `smla.swizzled_keys`: wgmma's 128-byte swizzle, which the gather, the
     products (keys by descriptor, K-major) and `dq_packed` (MN-major)
-    lower by. B2 and B3 1.20x over the mma.sync dQ with the padded
-    row-major tile; the unswizzled canonical layout was 0.9x on B2 (each
-    128-byte kv line filled 8 shared-memory lines).
+    lower by. In the swizzle each 128-byte kv line the gather copies lands
+    in one 128-byte line of the tile; the unswizzled canonical layout
+    would spread it over 8.
 
     Last, with `fuse-epilogue` (configuration key `epilogue=fused`), when
     the block products are
@@ -372,6 +372,18 @@ def SMLAVerifySmem : Pass<"smla-verify-smem", "::mlir::gpu::GPUModuleOp"> {
     if a slice reaches past the kernel's `smla.dynamic_smem`. This is the
     invariant whose violation (a Q tile overwritten by a dKV staging tile)
     produced NaN gradients in the kernel this project replaces.
+
+    Rejected (both views live in the loop, both at byte 0):
+    ```mlir
+    %q = memref.view %raw[%c0][] : memref<4096xi8, 3> to memref<16x64xf32, 3>
+    // error: shares shared-memory bytes [0, 2048) with a slice that is
+    //        live at the same time
+    %s = memref.view %raw[%c0][] : memref<4096xi8, 3> to memref<8x64xf32, 3>
+    scf.for %i = %c0 to %n step %c1 {
+      memref.store %f, %s[%c0, %c0] : memref<8x64xf32, 3>
+      %v = memref.load %q[%c0, %c0] : memref<16x64xf32, 3>
+    }
+    ```
   }];
 }
 
@@ -396,6 +408,31 @@ def SMLAInsertBarriers
     In one top-k block of the decomposed backward this leaves four barriers:
     after the gather, after both block products (scores and dP), after
     softmax and dS, and at the end of the block.
+
+    Before (one step of the block loop):
+    ```mlir
+    smla.gather %kv[%g] rows(%idx) mask(%m : vector<64xi1>) into %keys
+    smla.tile_dot %q[%t, %g], %keys into %s ...
+    smla.tile_dot %do[%t, %g], %keys into %dp ...
+    smla.softmax %s, %lse[%t, %g] ... into %s
+    smla.dscores %s, %dp, %delta ... into %dp
+    smla.dq_accumulate %dp, %keys into %acc ...
+    smla.scatter_dkv %dp, %s, %q, %do[%t, %g] rows(%idx) ... into %dkv[%g]
+    ```
+    After:
+    ```mlir
+    smla.gather ...
+    gpu.barrier
+    smla.tile_dot ...
+    smla.tile_dot ...
+    gpu.barrier
+    smla.softmax ...
+    smla.dscores ...
+    gpu.barrier
+    smla.dq_accumulate ...
+    smla.scatter_dkv ...
+    gpu.barrier
+    ```
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
@@ -427,6 +464,20 @@ def SMLALowerToNVVM : Pass<"smla-lower-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
     * `smla.index_load` / `smla.index_mask` / `smla.row_live`: per-lane
       scalar code, re-evaluated where a lane is used; guard counters are
       atomics, skipped when the counter pointer is null.
+
+    Before (a masked gather of 64 key rows of 576 bf16):
+    ```mlir
+    smla.gather %kv[%g] rows(%idx) mask(%m : vector<64xi1>) into %keys
+        : memref<?x1x576xbf16>, vector<64xi32> -> memref<64x584xbf16, 3>
+    ```
+    After (per 16-byte chunk c of row j, on the CTA's threads):
+    ```mlir
+    %ok = ...lane j of %m: 0 <= idx < S_kv, j < K - k0, idx <= position...
+    %row = arith.select %ok, %idx_j, %c0 : index
+    %n = arith.select %ok, %c8, %c0 : index
+    %tok = nvgpu.device_async_copy %kv[%row, %g, %c], %keys[%j, %c], 8,
+        %n {bypassL1} : memref<?x1x576xbf16> to memref<64x584xbf16, 3>
+    ```
   }];
   let options = [
     Option<"mma", "mma", "bool", /*default=*/"true",

@@ -41,7 +41,7 @@ struct KernelSpec {
   /// else the last. Measured on the H200: a CTA that stages both is worth
   /// 1.3-1.7x, and among those the one with more heads per CTA wins (fewer
   /// dKV reductions): H=64 as 2 x 32 heads at block 32 is 1.37x over
-  /// 4 x 16 at block 64 (docs/performance.md, fifth session). A hg with
+  /// 4 x 16 at block 64 (`bench/bench_bwd.py --shapes B1`). A hg with
   /// no such divisor (a prime above 64) keeps the fewest blocks of at most
   /// 64 heads.
   std::vector<int64_t> headBlockCandidates() const;
@@ -58,7 +58,7 @@ struct KernelSpec {
   bool wgmmaScatter = false;
   /// Key `cluster` (with scatter=wgmma and an even number of head blocks
   /// per token): run head blocks hb and hb ^ 1 of a token as a cluster of
-  /// two CTAs that split the dKV columns (docs/codegen.md). Not part of
+  /// two CTAs that split the dKV columns (docs/wgmma-kernels.md). Not part of
   /// the name either; the manifest's config records it (`"cluster": true`).
   bool cluster = false;
   /// Key `epilogue` (`cta`, the default, or `fused`; with scatter=wgmma):

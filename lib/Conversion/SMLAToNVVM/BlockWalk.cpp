@@ -18,7 +18,7 @@
 // finish, so with P close to (a small multiple of) the number of resident
 // CTAs, the CTAs running at one moment sit at about the same rotated block
 // and their dKV reductions hit a narrow, L2-resident band of dKV rows
-// instead of all of it (docs/performance.md, sixth session).
+// instead of all of it (docs/runtime.md, "The slot walk").
 //
 //===----------------------------------------------------------------------===//
 

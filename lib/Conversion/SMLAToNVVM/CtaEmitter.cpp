@@ -12,7 +12,7 @@ using namespace mlir;
 using namespace mlir::smla;
 
 namespace {
-/// For measurements only (docs/performance.md, "Why B2 and B1 stay short":
+/// For measurements only (docs/performance.md, "What bounds B1 and B2":
 /// the bounds that stop the targets rest on libraries built this way). The
 /// kernels it builds compute a wrong dkv.
 enum class DiagnosticDkv { None, NoReductions, NoScatter };

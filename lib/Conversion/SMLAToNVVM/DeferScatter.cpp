@@ -30,7 +30,7 @@ namespace {
 /// accumulate; chunks past the last anchor go before it too. Measured on
 /// the H200 against (gather, softmax, dq), (products, softmax, dq),
 /// (products, dq, dq) and (products, dscores, dq): the best on B2 and B3
-/// (docs/performance.md, fourteenth session).
+/// (`bench/bench_bwd.py --shapes B2 B3`).
 SmallVector<Operation *> anchors(Block *body) {
   Operation *gather = nullptr;
   for (auto g : body->getOps<GatherOp>())

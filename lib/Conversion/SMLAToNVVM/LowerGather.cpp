@@ -93,8 +93,8 @@ void rowMajorGather(CtaEmitter &e, GatherOp op, const LaneFn &mask,
 /// 128 (r % 8) + 16 (m ^ (r % 8)). A warp copies 4 rows x 128 bytes per
 /// instruction, each 128-byte line of a kv row into one 128-byte line of
 /// the tile: no bank conflict, one shared-memory fill per line (the
-/// unswizzled canonical layout spread each line over 8 and measured
-/// 2.2 ms slower on B2).
+/// unswizzled canonical layout spreads each line over 8 and measured
+/// 2.2 ms slower on B2, `bench/bench_bwd.py --shapes B2`).
 LogicalResult swizzledGather(CtaEmitter &e, GatherOp op, const LaneFn &mask,
                              const LaneFn &index, int64_t rows,
                              int64_t chunks) {

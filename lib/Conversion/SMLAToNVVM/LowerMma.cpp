@@ -129,9 +129,9 @@ void lowerTileDotsMma(CtaEmitter &e, ArrayRef<TileDotOp> ops) {
   // at block 32 or 64: 8 or 16 items for 16 warps): a warp takes two n
   // tiles, so each A fragment it loads serves two mma per product. That
   // halves the A traffic from shared memory, which bounds the phase, at
-  // the price of idle warps in it (B1 1.10x at block 32, 1.09x at block
-  // 64, docs/performance.md), and gives four accumulator chains per
-  // warp. The
+  // the price of idle warps in it (1.10x on B1's mma.sync kernel at block
+  // 32, 1.09x at block 64, `bench/bench_bwd.py --shapes B1`), and gives
+  // four accumulator chains per warp. The
   // 16 keys come from one ldmatrix.x4: lane l addresses key
   // l % 8 + 8 (l / 16) at column 8 ((l / 8) % 2), registers 0-1 the first
   // n tile, 2-3 the second.

@@ -83,8 +83,9 @@ struct UnionEmitter {
   /// keys[h] = k if it holds kEmpty; returns what it held. A relaxed
   /// compare-and-swap at CTA scope (inline PTX): memref.generic_atomic_rmw
   /// becomes an acq_rel CAS at system scope, whose fences were 38% of the
-  /// kernel's stalls (ncu, eleventh session). No ordering is needed: each
-  /// phase only reads what an earlier phase wrote before a barrier.
+  /// kernel's stalls (`bench/ncu-profile.sh` on the union kernel at B2).
+  /// No ordering is needed: each phase only reads what an earlier phase
+  /// wrote before a barrier.
   Value casEmpty(OpBuilder &b, Value h, Value k) {
     Location loc = e.loc;
     Value base =

@@ -31,8 +31,9 @@
 //                   packed tiles and it holds its slots.
 // Descriptors (bench/wgmma.cu, bench/wgmma_dkv.cu check both readings):
 // K-major A: LBO = 1024 (k), SBO = 128 (slots); MN-major B: LBO = 128
-// (rows), SBO = 1024 (columns). Probe: 5.5x over the mma.sync form per
-// block (docs/performance.md, lever 0).
+// (rows), SBO = 1024 (columns); the swapped readings give wrong sums. One
+// block's dKV products are 5.5x faster than the mma.sync form's
+// (bench/wgmma_dkv.cu).
 //
 //===----------------------------------------------------------------------===//
 
@@ -236,8 +237,8 @@ namespace {
 /// odd in A): a quad's red.global.add.v4.f32 then covers 16 consecutive
 /// columns (64 bytes) of one slot, as in the mma.sync scatter. Covering
 /// 32 bytes of twice the rows per instruction (red.v2, or red.v4 over one
-/// n8 tile) measured 0.87x on B1, whose rows many CTAs reduce into at
-/// once. Slots of -1 add nothing and are never an address.
+/// n8 tile) measured 0.87x on B1 (`bench/bench_bwd.py --shapes B1`),
+/// whose rows many CTAs reduce into at once. Slots of -1 add nothing and are never an address.
 struct ChunkReductions {
   Mma &m;
   ScatterPackedOp op;

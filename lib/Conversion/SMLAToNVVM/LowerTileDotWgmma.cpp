@@ -25,9 +25,9 @@
 // With the key tile swizzled (smla-defer-scatter, swizzledKeys) A comes
 // from shared memory too: K-major with 128-byte swizzle, SBO 1024 (8-key
 // groups), k step s at slab s / 4 plus 32 (s % 4) bytes, and all k steps
-// in one commit group. Measured on B2 / B3 as part of dQ on wgmma
-// (docs/performance.md, fifteenth session); split over two warpgroups
-// (S^T and dP^T, n32 each) it was 0.3 ms slower on both.
+// in one commit group. Split over two warpgroups (S^T and dP^T, n32 each)
+// it measured 0.3 ms slower on B2 and B3 (`bench/bench_bwd.py --shapes B2
+// B3`).
 //
 //===----------------------------------------------------------------------===//
 

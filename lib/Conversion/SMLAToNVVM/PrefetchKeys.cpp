@@ -168,8 +168,9 @@ struct SMLAPrefetchKeysPass
       if (!func)
         return;
       // With several CTAs per SM the others run while one waits for its
-      // keys: B2's 2-CTA kernel gained nothing (15.37 against 15.39 ms;
-      // docs/performance.md, ninth session) and would spill.
+      // keys: the per-token H=16 kernel (2 CTAs per SM) gained nothing on
+      // B2 (15.37 against 15.39 ms, `SMLA_PAIRS=off bench/bench_bwd.py
+      // --shapes B2`) and would spill.
       auto ctas = func->getAttrOfType<IntegerAttr>(kCtasPerSmAttr);
       if (ctas && ctas.getInt() > 1)
         return;

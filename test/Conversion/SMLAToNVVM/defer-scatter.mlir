@@ -50,7 +50,7 @@
 // CHECK-NOT: smla.scatter_dkv
 // CHECK-NOT: smla.dq_accumulate
 
-// Without wgmma-scatter the rows are staged as before and the scatter stays.
+// Without wgmma-scatter the rows are staged row-major and the scatter stays.
 // MMA-LABEL: gpu.func @pair_bwd
 // MMA-NOT: smla.canonical_row
 // MMA-NOT: smla.pack_dkv

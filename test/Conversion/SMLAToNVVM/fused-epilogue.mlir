@@ -128,8 +128,9 @@ func.func @pair(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref
 // m64n64k16 pieces, load their slots after the wgmma wait, arrive at
 // named barrier 1 and then issue the reductions; warpgroup 0 computes the
 // 16 P and dS pairs, waits at barrier 1 (all 512 threads), then stores
-// them, writes the slots (threads < 64) and fences. Warpgroup 1 no longer
-// writes the slots after the branch.
+// them, writes the slots (threads < 64) and fences. Warpgroup 1 does not
+// write the slots after the branch (it does in the fused form without the
+// overlap).
 // OVLOW-LABEL: gpu.func @pair_bwd
 // OVLOW: scf.for %{{.*}} = %c0{{.*}} to %{{.*}} step %c1
 // OVLOW: gpu.barrier

@@ -2,7 +2,7 @@
 //
 // Part of the smla project: a compiled sparse-MLA backward.
 //
-// The GPU code generation path (docs/codegen.md): smla-gpu-map outlines the
+// The GPU code generation path (docs/compiler.md): smla-gpu-map outlines the
 // guarded loop nest into gpu.funcs, smla-allocate-smem places the scratch
 // tiles in dynamic shared memory, smla-verify-smem proves no two live tiles
 // share bytes, and smla-lower-to-nvvm turns each tile op into

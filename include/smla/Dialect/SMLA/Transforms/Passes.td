@@ -148,7 +148,26 @@ def SMLAVerifyGuards : Pass<"smla-verify-guards"> {
       of its results is used by anything but the true branch of an
       `arith.select` whose false branch is the constant 0.0.
 
-    It changes nothing and runs at the end of every smla pipeline.
+    It changes nothing and runs at the end of every smla pipeline. What
+    passes it is guaranteed to dereference no invalid slot and to compute
+    no exponential that can be inf or NaN.
+
+    Rejected (the mask is bounded by another tensor's dim 0, so it does
+    not prove the gather's rows are inside kv):
+    ```mlir
+    %S2 = memref.dim %other, %c0 : memref<?x1x48xbf16>
+    %m2 = smla.index_mask %i below %S2 lanes %n : vector<16xi32> -> vector<16xi1>
+    // error: 'smla.gather' op is an unguarded gather: mask bound is not
+    //        dim 0 of the tensor this op accesses
+    smla.gather %kv[%g] rows(%i) mask(%m2 : vector<16xi1>) into %keys
+        : memref<?x1x48xbf16>, vector<16xi32>, memref<16x48xbf16>
+    ```
+    Rejected after lowering (no clamp before the exponential):
+    ```mlir
+    // error: 'math.exp2' op is an unguarded exponential: its exponent is
+    //        not clamped by a constant <= 64
+    %e = math.exp2 %x : f32
+    ```
   }];
 }
 
