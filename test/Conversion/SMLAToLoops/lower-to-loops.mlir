@@ -22,7 +22,7 @@ func.func @index_load(%idxs: memref<?x1x?xi32>, %t: index, %k0: index) -> vector
 // -----
 
 // CHECK-LABEL: func.func @index_mask
-// CHECK-SAME: (%[[I:[a-z0-9_]+]]: vector<16xi32>, %[[S:[a-z0-9_]+]]: index, %[[N:[a-z0-9_]+]]: index, %[[LIM:[a-z0-9_]+]]: i32, %[[CNT:[a-z0-9_]+]]: memref<3xi64>)
+// CHECK-SAME: (%[[I:[a-z0-9_]+]]: vector<16xi32>, %[[S:[a-z0-9_]+]]: index, %[[N:[a-z0-9_]+]]: index, %[[LIM:[a-z0-9_]+]]: i32, %[[CNT:[a-z0-9_]+]]: memref<4xi64>)
 // The exact validity predicate: 0 <= idx < S_kv, lane < lanes, idx <= limit.
 // CHECK: %[[IX:[a-z0-9_]+]] = arith.index_cast %[[I]] : vector<16xi32> to vector<16xindex>
 // CHECK: %[[LANE:[a-z0-9_]+]] = vector.step : vector<16xindex>
@@ -43,11 +43,11 @@ func.func @index_load(%idxs: memref<?x1x?xi32>, %t: index, %k0: index) -> vector
 // CHECK: %[[REAL:[a-z0-9_]+]] = arith.andi %[[INV]], %[[INL]] : vector<16xi1>
 // CHECK: %[[W:[a-z0-9_]+]] = arith.extui %[[REAL]] : vector<16xi1> to vector<16xi64>
 // CHECK: %[[SUM:[a-z0-9_]+]] = vector.reduction <add>, %[[W]] : vector<16xi64> into i64
-// CHECK: memref.load %[[CNT]][%c0{{.*}}] : memref<3xi64>
-// CHECK: memref.store %{{.*}}, %[[CNT]][%c0{{.*}}] : memref<3xi64>
+// CHECK: memref.load %[[CNT]][%c0{{.*}}] : memref<4xi64>
+// CHECK: memref.store %{{.*}}, %[[CNT]][%c0{{.*}}] : memref<4xi64>
 // CHECK: return %[[VALID]]
-func.func @index_mask(%i: vector<16xi32>, %s: index, %n: index, %lim: i32, %cnt: memref<3xi64>) -> vector<16xi1> {
-  %m = smla.index_mask %i below %s lanes %n limit %lim counters(%cnt : memref<3xi64>)
+func.func @index_mask(%i: vector<16xi32>, %s: index, %n: index, %lim: i32, %cnt: memref<4xi64>) -> vector<16xi1> {
+  %m = smla.index_mask %i below %s lanes %n limit %lim counters(%cnt : memref<4xi64>)
       : vector<16xi32> -> vector<16xi1>
   return %m : vector<16xi1>
 }

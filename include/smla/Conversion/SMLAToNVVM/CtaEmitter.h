@@ -85,6 +85,20 @@ void emitCount(OpBuilder &b, Location loc, Value counters, int64_t slot,
 void emitCounts(OpBuilder &b, Location loc, Value counters, int64_t slot,
                 ValueRange conds);
 
+/// The non-finite row guard (LowerNonFiniteRows.cpp). isNonFinite: an i1
+/// that holds when the stored value (a float or a vector of them, widened
+/// to f32) has a NaN or an Inf. emitNonFiniteRowCount: after a CTA stored
+/// `rows` rows of `width` values, each thread having `flagged` what it
+/// stored, a barrier with an OR reduction (every thread must reach it);
+/// if any thread flagged a value, thread per row re-reads its row through
+/// `load` (f32 or bf16 at (row, col)) and adds 1 to counters[kNonFiniteRows]
+/// for each row holding a NaN or an Inf.
+using RowLoadFn = std::function<Value(OpBuilder &, Location, Value row,
+                                      Value col)>;
+Value isNonFinite(OpBuilder &b, Location loc, Value stored);
+void emitNonFiniteRowCount(CtaEmitter &e, Value counters, Value flagged,
+                           int64_t rows, int64_t width, const RowLoadFn &load);
+
 /// `@valid red.global.add.v{2,4}.f32 [dkv[select(valid, raw, 0), g, col]],
 /// values` (2 or 4 consecutive columns): a masked lane adds nothing and its
 /// index never becomes an address. `--smla-diagnostic-dkv` (measurements
