@@ -362,3 +362,17 @@ def test_checked_mode_repairs_in_float64_when_only_fp32_overflows(caplog):
     torch.testing.assert_close(dq.double(), want_dq, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(dkv.double(), want_dkv, rtol=1e-6, atol=1e-6)
     assert "in float64 (the fp32 reference overflowed too)" in repairs(caplog)[0].getMessage()
+
+
+def test_dump_directory_cap_holds_in_checked_mode(case, inject, monkeypatch, tmp_path,
+                                                  caplog):
+    tensors, kw, _ = case
+    monkeypatch.setenv("SMLA_DUMP_DIR", str(tmp_path))
+    monkeypatch.setenv("SMLA_DUMP_MAX_FILES", "2")
+    inject(_corrupt_first_run)
+    with caplog.at_level(logging.WARNING, logger="smla"):
+        for _ in range(3):
+            checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
+    assert len(list(tmp_path.glob("smla_bwd_*.pt"))) == 2
+    assert smla.stats()["dumps_written"] == 2 and smla.stats()["dumps_skipped"] == 1
+    assert "is at its cap" in repairs(caplog)[-1].getMessage()
