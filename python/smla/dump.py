@@ -50,6 +50,7 @@ VERSION = 1
 TENSOR_KEYS = ("q", "kv", "o", "do", "indices", "lse")
 OPTIONAL_TENSOR_KEYS = ("q_positions", "delta", "observed_dq", "observed_dkv")
 REQUIRED_KEYS = ("format", "version", *TENSOR_KEYS, "sm_scale", "lse_base")
+KNOWN_KEYS = (*REQUIRED_KEYS, *OPTIONAL_TENSOR_KEYS, "dq_dtype", "dkv_dtype", "meta")
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16,
            "float32": torch.float32, "float64": torch.float64}
 
@@ -108,13 +109,11 @@ def load_call(path, max_bytes: Optional[int] = None) -> Dict[str, Any]:
     Files over ``max_bytes`` (default DEFAULT_MAX_LOAD_BYTES) are refused."""
     where = f"smla dump '{os.fspath(path)}'"
     cap = DEFAULT_MAX_LOAD_BYTES if max_bytes is None else int(max_bytes)
-    size = os.path.getsize(path)
+    size = os.path.getsize(path)  # OSError when the file cannot be reached
     if size > cap:
         raise DumpError(f"{where}: the file has {size} bytes, more than the limit of {cap}")
     try:
         rec = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError:
-        raise
     except Exception as exc:  # noqa: BLE001
         # Whatever torch.load raises for a file it will not or cannot
         # unpickle (pickle.UnpicklingError for a blocked global, others for
@@ -130,10 +129,15 @@ def load_call(path, max_bytes: Optional[int] = None) -> Dict[str, Any]:
                 f"{where}: missing key '{key}' (format {FORMAT} v{VERSION} requires "
                 f"{', '.join(REQUIRED_KEYS)})"
             )
-    if rec["format"] != FORMAT:
-        raise DumpError(f"{where}: key 'format' must be {FORMAT!r}, got {rec['format']!r}")
-    if rec["version"] != VERSION:
-        raise DumpError(f"{where}: key 'version' must be {VERSION}, got {rec['version']!r}")
+    unknown = sorted(str(k) for k in rec if k not in KNOWN_KEYS)
+    if unknown:
+        raise DumpError(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} "
+                        f"{', '.join(repr(k) for k in unknown)} (format {FORMAT} v{VERSION} has "
+                        f"{', '.join(KNOWN_KEYS)})")
+    if not isinstance(rec["format"], str) or rec["format"] != FORMAT:
+        raise DumpError(f"{where}: key 'format' must be {FORMAT!r}, got {_brief(rec['format'])}")
+    if type(rec["version"]) is not int or rec["version"] != VERSION:
+        raise DumpError(f"{where}: key 'version' must be {VERSION}, got {_brief(rec['version'])}")
     for key in OPTIONAL_TENSOR_KEYS:
         rec.setdefault(key, None)
         if rec[key] is not None and not isinstance(rec[key], torch.Tensor):
@@ -142,9 +146,9 @@ def load_call(path, max_bytes: Optional[int] = None) -> Dict[str, Any]:
     for key in ("dq_dtype", "dkv_dtype"):
         rec.setdefault(key, None)
         if rec[key] is not None:
-            if rec[key] not in _DTYPES:
+            if not isinstance(rec[key], str) or rec[key] not in _DTYPES:
                 raise DumpError(f"{where}: key '{key}' must be one of {sorted(_DTYPES)} or "
-                                f"None, got {rec[key]!r}")
+                                f"None, got {_brief(rec[key])}")
             rec[key] = _DTYPES[rec[key]]
     rec.setdefault("meta", {})
     if not isinstance(rec["meta"], dict):
@@ -152,9 +156,12 @@ def load_call(path, max_bytes: Optional[int] = None) -> Dict[str, Any]:
     for key in (*TENSOR_KEYS, *OPTIONAL_TENSOR_KEYS):
         _check_stored(where, key, rec[key])
     try:
+        if not isinstance(rec["lse_base"], (str, int)):
+            raise ValueError
         rec["lse_base"] = normalize_lse_base(rec["lse_base"])
     except ValueError:
-        raise DumpError(f"{where}: key 'lse_base' must be '2' or 'e', got {rec['lse_base']!r}")
+        raise DumpError(f"{where}: key 'lse_base' must be '2' or 'e', got "
+                        f"{_brief(rec['lse_base'])}")
     validate_bwd_args(
         rec["q"], rec["kv"], rec["o"], rec["do"], rec["indices"], rec["lse"],
         q_positions=rec["q_positions"], delta=rec["delta"], sm_scale=rec["sm_scale"],
@@ -170,6 +177,17 @@ def load_call(path, max_bytes: Optional[int] = None) -> Dict[str, Any]:
             raise DumpError(f"{where}: key '{key}' must have shape {tuple(ref.shape)}, "
                             f"got {tuple(t.shape)}")
     return rec
+
+
+def _brief(value) -> str:
+    """A value for a message: repr for scalars and strings, the type (and
+    shape) for the rest."""
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        text = repr(value)
+        return text if len(text) <= 80 else text[:77] + "..."
+    return f"a {type(value).__name__}"
 
 
 def _check_stored(where: str, key: str, t) -> None:
