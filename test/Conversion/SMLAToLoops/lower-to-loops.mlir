@@ -170,3 +170,42 @@ func.func @store_and_cast(%acc: memref<4x48xf32>, %dq: memref<?x4x48xbf16>, %t: 
   smla.cast_dkv %a into %dkv : memref<?x1x48xf32>, memref<?x1x48xbf16>
   return
 }
+
+// -----
+
+// The non-finite row guard: each stored row ORs !(|v| < inf) over its
+// values, as stored (bf16 widened back), and adds that bit to counters[3].
+// CHECK-LABEL: func.func @store_and_cast_counted
+// CHECK-SAME: %[[CNT:[a-z0-9_]+]]: memref<4xi64>
+// CHECK-DAG: %[[INF:[a-z0-9_]+]] = arith.constant 0x7F800000 : f32
+// CHECK-DAG: %[[C3:[a-z0-9_]+]] = arith.constant 3 : index
+// CHECK: %[[BAD:[a-z0-9_]+]] = scf.for {{.*}} iter_args(%[[ACC:[a-z0-9_]+]] = %false) -> (i1)
+// CHECK:   %[[R:[a-z0-9_]+]] = arith.truncf %{{.*}} : f32 to bf16
+// CHECK:   memref.store %[[R]], %{{.*}} : memref<?x4x48xbf16>
+// CHECK:   %[[W:[a-z0-9_]+]] = arith.extf %[[R]] : bf16 to f32
+// CHECK:   %[[ABS:[a-z0-9_]+]] = math.absf %[[W]] : f32
+// CHECK:   %[[FIN:[a-z0-9_]+]] = arith.cmpf olt, %[[ABS]], %[[INF]] : f32
+// CHECK:   %[[NOT:[a-z0-9_]+]] = arith.xori %[[FIN]], %true : i1
+// CHECK:   %[[OR:[a-z0-9_]+]] = arith.ori %[[ACC]], %[[NOT]] : i1
+// CHECK:   scf.yield %[[OR]] : i1
+// CHECK: %[[OLD:[a-z0-9_]+]] = memref.load %[[CNT]][%[[C3]]] : memref<4xi64>
+// CHECK: %[[ONE:[a-z0-9_]+]] = arith.extui %[[BAD]] : i1 to i64
+// CHECK: %[[NEW:[a-z0-9_]+]] = arith.addi %[[OLD]], %[[ONE]] : i64
+// CHECK: memref.store %[[NEW]], %[[CNT]][%[[C3]]] : memref<4xi64>
+// The bf16 dkv is counted as stored ...
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: memref.store %{{.*}} : memref<?x1x48xbf16>
+// CHECK: math.absf
+// CHECK: memref.store %{{.*}}, %[[CNT]][%[[C3]]] : memref<4xi64>
+// ... and an f32 result only read and counted.
+// CHECK: %[[V:[a-z0-9_]+]] = memref.load %{{.*}} : memref<?x1x48xf32>
+// CHECK-NOT: memref.store %{{.*}} : memref<?x1x48xf32>
+// CHECK: math.absf %[[V]] : f32
+// CHECK: memref.store %{{.*}}, %[[CNT]][%[[C3]]] : memref<4xi64>
+// CHECK-NOT: smla.
+func.func @store_and_cast_counted(%acc: memref<4x48xf32>, %dq: memref<?x4x48xbf16>, %t: index, %a: memref<?x1x48xf32>, %dkv: memref<?x1x48xbf16>, %cnt: memref<4xi64>) {
+  smla.store_dq %acc into %dq[%t, %t] counters(%cnt : memref<4xi64>) : memref<4x48xf32>, memref<?x4x48xbf16>
+  smla.cast_dkv %a into %dkv counters(%cnt : memref<4xi64>) : memref<?x1x48xf32>, memref<?x1x48xbf16>
+  smla.cast_dkv %a counters(%cnt : memref<4xi64>) : memref<?x1x48xf32>
+  return
+}

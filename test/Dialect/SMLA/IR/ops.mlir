@@ -148,6 +148,21 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
   return
 }
 
+// The non-finite row guard: store_dq and cast_dkv count into `counters`;
+// a cast without `into` only counts (an f32 result).
+// CHECK-LABEL: func.func @nonfinite_row_counts
+// CHECK: smla.store_dq %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}] counters(%{{.*}} : memref<4xi64>) : memref<2x48xf32>, memref<?x4x48xbf16>
+// CHECK: smla.cast_dkv %{{.*}} into %{{.*}} counters(%{{.*}} : memref<4xi64>) : memref<?x2x48xf32>, memref<?x2x48xbf16>
+// CHECK: smla.cast_dkv %{{.*}} counters(%{{.*}} : memref<4xi64>) : memref<?x2x48xf32>
+func.func @nonfinite_row_counts(%acc: memref<2x48xf32>, %dq: memref<?x4x48xbf16>,
+                                %dacc: memref<?x2x48xf32>, %dkv: memref<?x2x48xbf16>,
+                                %cnt: memref<4xi64>, %t: index) {
+  smla.store_dq %acc into %dq[%t, %t] counters(%cnt : memref<4xi64>) : memref<2x48xf32>, memref<?x4x48xbf16>
+  smla.cast_dkv %dacc into %dkv counters(%cnt : memref<4xi64>) : memref<?x2x48xf32>, memref<?x2x48xbf16>
+  smla.cast_dkv %dacc counters(%cnt : memref<4xi64>) : memref<?x2x48xf32>
+  return
+}
+
 // CHECK-LABEL: func.func @token_pair_ops
 // CHECK: %{{.*}}, %{{.*}}, %{{.*}} = smla.index_pair %{{.*}} mask(%{{.*}}), %{{.*}} mask(%{{.*}}) : vector<16xi32>, vector<16xi1>
 // CHECK: smla.softmax %{{.*}} mask(%{{.*}} : vector<16xi1>) pair_mask(%{{.*}} : vector<16xi1>) into

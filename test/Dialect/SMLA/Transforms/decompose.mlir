@@ -36,8 +36,8 @@
 // CHECK:       smla.dq_accumulate %[[DS]], %[[KEYS]] into %[[DQA]]
 // CHECK:       smla.scatter_dkv %[[DS]], %[[P]], %[[Q]], %[[DO]][%[[TI]], %[[GI]]] rows(%[[I]]) into %[[ACC]][%[[GI]]]
 // CHECK:     }
-// CHECK:     smla.store_dq %[[DQA]] into %[[DQ]][%[[TI]], %[[GI]]]
-// CHECK: smla.cast_dkv %[[ACC]] into %[[DKV]]
+// CHECK:     smla.store_dq %[[DQA]] into %[[DQ]][%[[TI]], %[[GI]]] counters(%[[CNT]] : memref<4xi64>)
+// CHECK: smla.cast_dkv %[[ACC]] into %[[DKV]] counters(%[[CNT]] : memref<4xi64>)
 // CHECK-NOT: smla.sparse_attention_bwd
 // REFUSED: error: 'smla.gather' op is an unguarded gather: has no index mask
 // REFUSED: error: 'smla.softmax' op is an unguarded exponential: has no clamp
@@ -60,8 +60,9 @@ func.func @small(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
   return
 }
 
-// Without positions the index loads carry no limit; with an f32 dkv there is
-// no final cast; the natural-log base is kept on the softmax.
+// Without positions the index loads carry no limit; with an f32 dkv and no
+// counters there is no final cast; the natural-log base is kept on the
+// softmax.
 // CHECK-LABEL: func.func @plain
 // CHECK-NOT: memref.load
 // CHECK: smla.index_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x1x?xi32> -> vector<32xi32>
@@ -110,7 +111,9 @@ func.func @plain(%q: memref<?x20x64xbf16>, %kv: memref<?x1x64xbf16>,
 // CHECK:       smla.tile_dot %{{.*}}[%[[TI]], %[[HB]]], %{{.*}} into %[[S]]
 // CHECK:       smla.softmax %[[S]], %{{.*}}[%[[TI]], %[[HB]]]
 // CHECK:       smla.scatter_dkv %{{.*}}[%[[TI]], %[[HB]]] rows(%[[I]]) into %[[ACC]][%[[G]]]
-// CHECK:     smla.store_dq %{{.*}} into %{{.*}}[%[[TI]], %[[HB]]]
+// CHECK:     smla.store_dq %{{.*}} into %{{.*}}[%[[TI]], %[[HB]]] counters(%[[CNT]] : memref<4xi64>)
+// An f32 dkv is the accumulator itself: a cast that only counts.
+// CHECK: smla.cast_dkv %{{.*}} counters(%[[CNT]] : memref<4xi64>) : memref<?x2x48xf32>{{$}}
 func.func @split(%q: memref<?x8x48xbf16>, %kv: memref<?x2x48xbf16>,
                  %o: memref<?x8x32xbf16>, %idx: memref<?x2x?xi32>,
                  %lse: memref<?x8xf32>, %dq: memref<?x8x48xf32>,
