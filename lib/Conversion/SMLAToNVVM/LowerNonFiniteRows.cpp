@@ -14,6 +14,8 @@
 
 #include "smla/Conversion/SMLAToNVVM/CtaEmitter.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::smla;
 
@@ -57,7 +59,7 @@ void mlir::smla::emitNonFiniteRowCount(CtaEmitter &e, Value counters,
                                       NVVM::BarrierReduction::OR),
       pred);
   Value fired = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne,
-                                      any.getResult(0), i32c(b, loc, 0));
+                                      any.getRes(), i32c(b, loc, 0));
   scf::IfOp::create(b, loc, fired, [&](OpBuilder &nb, Location l) {
     CtaEmitter inner(nb, l, e.tid, e.threads);
     inner.ctaLoop(rows, [&](OpBuilder &rb, Value row) {
