@@ -288,3 +288,21 @@ def test_concurrent_dumps_get_distinct_names_within_the_cap(tmp_path, tiny_dump)
         t.join()
     written = [p for p in paths if p]
     assert len(written) == 10 == len(set(written)) == len(list(tmp_path.glob("smla_bwd_*.pt")))
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("version", torch.ones(2), "key 'version' must be 1, got a tensor of shape (2,)"),
+    ("version", True, "key 'version' must be 1, got True"),
+    ("format", 7, "key 'format' must be 'smla.sparse_mla_bwd.call', got 7"),
+    ("lse_base", [2], "key 'lse_base' must be '2' or 'e', got a list"),
+    ("dq_dtype", torch.zeros(3), "key 'dq_dtype' must be one of"),
+    ("meta", "notes", "key 'meta' must be a dict, got str"),
+    ("extra", 1, "unknown key 'extra'"),
+])
+def test_header_values_of_the_wrong_kind(tiny_dump, key, value, message):
+    """What the dump loader's fuzz target (test/fuzz/dump_header.py) found:
+    header values of the wrong type were compared as if they were right."""
+    path, _ = tiny_dump
+    _rewrite(path, **{key: value})
+    with pytest.raises(DumpError, match=re.escape(message)):
+        smla.load_call(path)
