@@ -45,6 +45,29 @@ Value mlir::smla::isNonFinite(OpBuilder &b, Location loc, Value stored) {
   return bad;
 }
 
+NonFiniteFlag::NonFiniteFlag(OpBuilder &b, Location loc, Operation *op) {
+  auto func = op->getParentOfType<gpu::GPUFuncOp>();
+  OpBuilder entry = OpBuilder::atBlockBegin(&func.getBody().front());
+  Value one = i32c(entry, loc, 1);
+  slot = LLVM::AllocaOp::create(entry, loc,
+                                LLVM::LLVMPointerType::get(b.getContext()),
+                                b.getI32Type(), one, /*alignment=*/4);
+  LLVM::StoreOp::create(b, loc, i32c(b, loc, 0), slot);
+}
+
+void NonFiniteFlag::add(OpBuilder &b, Location loc, Value stored) {
+  Value bit = arith::ExtUIOp::create(b, loc, b.getI32Type(),
+                                     isNonFinite(b, loc, stored));
+  Value old = LLVM::LoadOp::create(b, loc, b.getI32Type(), slot);
+  LLVM::StoreOp::create(b, loc, arith::OrIOp::create(b, loc, old, bit), slot);
+}
+
+Value NonFiniteFlag::get(OpBuilder &b, Location loc) {
+  Value v = LLVM::LoadOp::create(b, loc, b.getI32Type(), slot);
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, v,
+                               i32c(b, loc, 0));
+}
+
 void mlir::smla::emitNonFiniteRowCount(CtaEmitter &e, Value counters,
                                        Value flagged, int64_t rows,
                                        int64_t width, const RowLoadFn &load) {

@@ -552,25 +552,18 @@ private:
       bool packed = llvm::any_of(op.getAcc().getUsers(), [](Operation *u) {
         return isa<DqPackedOp>(u);
       });
+      // With counters, each stored value is flagged where it is stored
+      // (no register lives longer than the store needs it).
+      std::optional<NonFiniteFlag> flag;
+      if (counters)
+        flag.emplace(e.b, e.loc, op);
+      NonFiniteFlag *f = flag ? &*flag : nullptr;
       if (packed)
-        storeDqPackedRegisters(e, op, regs.first);
+        storeDqPackedRegisters(e, op, regs.first, f);
       else
-        storeDqRegisters(e, op, regs.first, regs.second);
-      if (counters) {
-        // Every stored value is one of the array's registers (the rest
-        // hold zeros): flag them all, rounded as stored.
-        Value flagged;
-        for (int64_t i = 0; i < regs.second * 8; ++i) {
-          Value x = loadReg(e.b, e.loc, regs.first, i);
-          if (!elem.isF32())
-            x = arith::TruncFOp::create(e.b, e.loc, elem, x);
-          Value bad = isNonFinite(e.b, e.loc, x);
-          flagged = flagged ? arith::OrIOp::create(e.b, e.loc, flagged, bad)
-                                  .getResult()
-                            : bad;
-        }
-        emitNonFiniteRowCount(e, counters, flagged, hg, w, dqRow);
-      }
+        storeDqRegisters(e, op, regs.first, regs.second, f);
+      if (counters)
+        emitNonFiniteRowCount(e, counters, flag->get(e.b, e.loc), hg, w, dqRow);
       return success();
     }
     if (!chunkable(acc))

@@ -7,22 +7,28 @@
 // thread per row, and add 1 per bad row.
 
 // The bwd kernel with its dQ accumulator in registers (mma.sync form):
-// every register of the array is flagged after the dq stores.
+// each value is flagged where it is stored, into a private flag (a
+// register once promoted) cleared before the stores.
 // CHECK-LABEL: gpu.func @counted_bwd
 // CHECK-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "counters", "T", "S_kv", "K", "sm_scale", "walk_period"]
+// CHECK: %[[FLAGVAR:[0-9]+]] = llvm.alloca %{{.*}} x i32 {alignment = 4 : i64} : (i32) -> !llvm.ptr
 // CHECK: %[[DQ:reinterpret_cast[_0-9]*]] = memref.reinterpret_cast %arg6 {{.*}} to memref<?x4x96xbf16>
 // CHECK: %[[CNT:reinterpret_cast[_0-9]*]] = memref.reinterpret_cast %arg8 {{.*}} to memref<4xi64>
-// The register form's stores (bf16 pairs), then its 8 registers flagged.
-// CHECK: vector.store %{{.*}}, %[[DQ]][{{.*}}] : memref<?x4x96xbf16>, vector<2xbf16>
-// CHECK-COUNT-7: arith.truncf %{{[0-9]+}} : f32 to bf16
-// CHECK: %[[R:[0-9]+]] = arith.truncf %{{[0-9]+}} : f32 to bf16
-// CHECK: %[[W:[0-9]+]] = arith.extf %[[R]] : bf16 to f32
-// CHECK: %[[A:[0-9]+]] = math.absf %[[W]] : f32
-// CHECK: %[[FIN:[0-9]+]] = arith.cmpf olt, %[[A]], %{{.*}} : f32
-// CHECK: %[[NOT:[0-9]+]] = arith.xori %[[FIN]], %{{.*}} : i1
-// CHECK: %[[FLAG:[0-9]+]] = arith.ori %{{[0-9]+}}, %[[NOT]] : i1
-// CHECK: %[[P:[0-9]+]] = arith.extui %[[FLAG]] : i1 to i32
-// CHECK: %[[ANY:[0-9]+]] = nvvm.barrier #nvvm.reduction<or> %[[P]] -> i32
+// CHECK: llvm.store %{{.*}}, %[[FLAGVAR]] : i32, !llvm.ptr
+// CHECK: scf.if
+// CHECK:   %[[T:[0-9]+]] = arith.truncf %{{[0-9]+}} : vector<2xf32> to vector<2xbf16>
+// CHECK:   vector.store %[[T]], %[[DQ]][{{.*}}] : memref<?x4x96xbf16>, vector<2xbf16>
+// CHECK:   %[[E:[0-9]+]] = vector.extract %[[T]][1] : bf16 from vector<2xbf16>
+// CHECK:   %[[W:[0-9]+]] = arith.extf %[[E]] : bf16 to f32
+// CHECK:   %[[A:[0-9]+]] = math.absf %[[W]] : f32
+// CHECK:   %[[FIN:[0-9]+]] = arith.cmpf olt, %[[A]], %{{.*}} : f32
+// CHECK:   %[[NOT:[0-9]+]] = arith.xori %[[FIN]], %{{.*}} : i1
+// CHECK:   %[[BIT:[0-9]+]] = arith.extui %{{[0-9]+}} : i1 to i32
+// CHECK:   %[[OLD:[0-9]+]] = llvm.load %[[FLAGVAR]] : !llvm.ptr -> i32
+// CHECK:   %[[NEW:[0-9]+]] = arith.ori %[[OLD]], %[[BIT]] : i32
+// CHECK:   llvm.store %[[NEW]], %[[FLAGVAR]] : i32, !llvm.ptr
+// The flag, read once after the stores, into the barrier's OR.
+// CHECK: %[[ANY:[0-9]+]] = nvvm.barrier #nvvm.reduction<or> %{{[0-9]+}} -> i32
 // CHECK: %[[FIRED:[0-9]+]] = arith.cmpi ne, %[[ANY]], %{{.*}} : i32
 // CHECK: scf.if %[[FIRED]] {
 // CHECK:   scf.for %[[ROW:arg[0-9]+]] = %thread_id_x to %{{.*}} step %{{.*}} {
