@@ -12,7 +12,7 @@ func.func @glm52_sparse_mla_bwd(
     %indices: memref<?x1x?xi32>, %lse: memref<?x16xf32>,
     %positions: memref<?xi32>, %dq: memref<?x16x576xbf16>,
     %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>,
-    %counters: memref<3xi64>) attributes {llvm.emit_c_interface} {
+    %counters: memref<4xi64>) attributes {llvm.emit_c_interface} {
   smla.sparse_attention_bwd
       q(%q : memref<?x16x576xbf16>) kv(%kv : memref<?x1x576xbf16>)
       o(%o : memref<?x16x512xbf16>) dout(%do : memref<?x16x512xbf16>)
@@ -21,7 +21,7 @@ func.func @glm52_sparse_mla_bwd(
       dq(%dq : memref<?x16x576xbf16>)
       dkv_accum(%dkv_accum : memref<?x1x576xf32>)
       dkv(%dkv : memref<?x1x576xbf16>)
-      counters(%counters : memref<3xi64>)
+      counters(%counters : memref<4xi64>)
       {config = #smla.config<d = 512, dt = 64, heads = 16, groups = 1,
                              block = 64, lseBase = base2, positions = true,
                              dqType = bf16, dkvType = bf16>,

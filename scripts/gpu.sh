@@ -2,16 +2,20 @@
 # The GPU command: on an H200 machine with PyTorch, nvcc, CMake, ninja and
 # compute-sanitizer (no LLVM, no network needed), given the kernel library
 # built on a CPU machine (scripts/build.sh smla-kernels -> build/kernels):
-#   1. builds the runtime tests and the torch extension against this torch,
-#   2. runs the GPU test suite (compiled vs reference, opcheck, graphs, ...)
-#      and replays a synthetic dump of the reported GLM-5.2 event,
+#   1. builds the runtime's GPU smoke test (SMLA_RUNTIME_GPU_TESTS: a cubin
+#      loaded and launched through a manifest by the driver API) and runs it
+#      (on this machine a skip, exit 77, is a failure), and builds the torch
+#      extension against this torch,
+#   2. runs the GPU test suite (compiled vs reference, opcheck, graphs, the
+#      output guards, a q beyond 2^31 elements, ...) and replays a synthetic
+#      dump of the reported GLM-5.2 event,
 #   3. runs compute-sanitizer memcheck/racecheck/initcheck on a reduced suite
 #      that still holds every kind of invalid index,
 #   4. runs the benchmarks (docs/performance.md shapes, peers in the same process),
 # writes logs and JSON to OUT and prints a summary table last.
 #
 #   bash scripts/gpu.sh OUT [KERNEL_DIR]        (KERNEL_DIR: build/kernels)
-#   SMLA_GPU_STEPS="tests replay sanitize bench" selects steps; SMLA_BENCH_SHAPES
+#   SMLA_GPU_STEPS="runtime tests replay sanitize bench" selects steps; SMLA_BENCH_SHAPES
 #   selects shapes (default: B2 B2r B1 B3). With SMLA_TILELANG_EXAMPLE set
 #   (and tilelang importable), the benchmarks time TileLang's example too
 #   (bench/tilelang_peer.py says what to point it at).
@@ -19,7 +23,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: scripts/gpu.sh OUT [KERNEL_DIR]}
 KDIR=$(realpath "${2:-build/kernels}")
-STEPS=${SMLA_GPU_STEPS:-tests replay sanitize bench}
+STEPS=${SMLA_GPU_STEPS:-runtime tests replay sanitize bench}
 mkdir -p "$OUT"
 export SMLA_KERNEL_DIR="$KDIR" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
 declare -A STATUS
@@ -37,6 +41,18 @@ step() {  # step NAME LOG CMD...: runs, records ok/FAILED(rc)
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' >>"$OUT/gpu.txt"
 [ -f "$KDIR/manifest.json" ] || { echo "no manifest.json in $KDIR" | tee "$OUT/summary.txt"; exit 1; }
+
+if [[ " $STEPS " == *" runtime "* ]]; then
+  runtime_gpu() {
+    cmake -S runtime -B build-rt-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DSMLA_RUNTIME_GPU_TESTS=ON -DSMLA_RUNTIME_BUILD_TESTS=OFF \
+      -DSMLA_RUNTIME_BUILD_TOOLS=OFF &&
+      cmake --build build-rt-gpu -j "$(nproc)" &&
+      build-rt-gpu/smla_runtime_gpu_smoke build-rt-gpu/smla_smoke.cubin \
+        "$OUT/runtime-smoke-kernels"
+  }
+  step runtime-gpu runtime-gpu.log runtime_gpu
+fi
 
 build_ext() {
   cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release \

@@ -24,3 +24,6 @@ cmake --build build-py
 echo "== pytest (CPU execution of the lowered IR, Python package) =="
 SMLA_OPT="$PWD/$BUILD/bin/smla-opt" PYTHONPATH="$PWD/python" \
   python3 -m pytest -q test/execution test/python
+echo "== fuzz: the dump loader (smla.dump.load_call, replay's exit codes) =="
+python3 test/fuzz/dump_header.py --seconds "${SMLA_FUZZ_SECONDS:-20}" \
+  --seed "${SMLA_FUZZ_SEED:-0}"

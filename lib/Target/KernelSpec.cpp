@@ -70,7 +70,7 @@ std::string KernelSpec::source() const {
   arg("dkv_accum", m(gw, "f32"));
   if (!dkvF32)
     arg("dkv", m(gw, "bf16"));
-  arg("counters", "memref<3xi64>");
+  arg("counters", "memref<4xi64>");
   std::string config = llvm::formatv(
       "#smla.config<d = {0}, dt = {1}, heads = {2}, groups = {3}, block = "
       "{4}, lseBase = {5}, positions = {6}, dqType = {7}, dkvType = {8}, "

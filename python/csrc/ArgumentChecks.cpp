@@ -99,6 +99,17 @@ void checkOutDtype(const char *name, at::ScalarType type) {
 
 } // namespace
 
+bool smScaleFitsFloat32(double smScale) {
+  // Range first: converting an out-of-range double to float is undefined.
+  if (!(std::isfinite(smScale) && smScale > 0 &&
+        smScale <= std::numeric_limits<float>::max()))
+    return false;
+  const float scale = static_cast<float>(smScale);
+  const float log2e = 1.4426950408889634f;
+  return scale >= std::numeric_limits<float>::min() &&
+         std::isfinite(scale * log2e);
+}
+
 BwdSizes checkBwdArgs(const BwdArgs &args, bool requireCuda) {
   const auto optional = [](const std::optional<at::Tensor> &t) {
     return t.has_value() && t->defined() ? &*t : nullptr;
@@ -155,6 +166,8 @@ BwdSizes checkBwdArgs(const BwdArgs &args, bool requireCuda) {
   n.G = args.kv.size(1);
   TORCH_CHECK(n.H >= 1, kOpName, ": argument 'q' must have at least one head ",
               "(q.shape[1] >= 1), got shape ", shapeOf(args.q.sizes()));
+  TORCH_CHECK(n.S_kv >= 1, kOpName, ": argument 'kv' must have S_kv = ",
+              "kv.shape[0] >= 1, got ", num(n.S_kv));
   TORCH_CHECK(n.G >= 1, kOpName, ": argument 'kv' must have at least one ",
               "group (kv.shape[1] >= 1), got shape ", shapeOf(args.kv.sizes()));
   TORCH_CHECK(args.kv.size(2) == width, kOpName, ": argument 'kv' must have ",
@@ -177,6 +190,8 @@ BwdSizes checkBwdArgs(const BwdArgs &args, bool requireCuda) {
               num(n.T), " (from 'q') and G=", num(n.G), " (from 'kv'), got ",
               shapeOf(args.indices.sizes()));
   n.K = args.indices.size(2);
+  TORCH_CHECK(n.K >= 1, kOpName, ": argument 'indices' must have topk = ",
+              "indices.shape[2] >= 1, got ", num(n.K));
   checkShape(lse, {n.T, n.H}, "[T, H]");
   if (positions.tensor)
     checkShape(positions, {n.T}, "[T]");
@@ -192,8 +207,12 @@ BwdSizes checkBwdArgs(const BwdArgs &args, bool requireCuda) {
     TORCH_CHECK(value <= kMax, kOpName, ": size ", name, " must be at most ",
                 num(kMax), ", got ", num(value));
 
-  TORCH_CHECK(std::isfinite(args.smScale) && args.smScale > 0, kOpName,
-              ": argument 'sm_scale' must be a finite positive number, got ",
+  TORCH_CHECK(smScaleFitsFloat32(args.smScale), kOpName,
+              ": argument 'sm_scale' must be a finite positive number that "
+              "is normal in float32 (the kernels' type) and keeps sm_scale * "
+              "log2(e) finite in float32 (",
+              num(static_cast<double>(std::numeric_limits<float>::min())),
+              " <= sm_scale <= ", num(kSmScaleMax), "), got ",
               num(args.smScale));
   checkOutDtype("dq_dtype", args.dqDtype);
   checkOutDtype("dkv_dtype", args.dkvDtype);

@@ -41,8 +41,18 @@ struct BwdSizes {
 /// Checks ranks, dtypes, devices, contiguity, matching sizes and scalars, in
 /// that order, and returns the sizes. With `requireCuda`, q must also be a
 /// CUDA tensor (checked last, so CPU tensors exercise every other check).
-/// T = 0, K = 0 and S_kv = 0 are allowed: there is nothing to compute.
+/// T = 0 is allowed (there is nothing to compute); K and S_kv must be at
+/// least 1, as the Python API requires (smla/checks.py, same messages).
 BwdSizes checkBwdArgs(const BwdArgs &args, bool requireCuda);
+
+/// The largest sm_scale whose float32 product with log2(e) is finite
+/// (smla/contract.py, SM_SCALE_MAX).
+inline constexpr double kSmScaleMax = 2.3586574359122396e38;
+
+/// True when `smScale` survives the kernels' float32 arithmetic: finite,
+/// positive, normal as a float32, and sm_scale * log2(e) finite in float32
+/// (smla/contract.py, sm_scale_fits_float32).
+bool smScaleFitsFloat32(double smScale);
 
 /// "bfloat16", "float32", "int32", ...: torch's names without "torch.".
 const char *dtypeName(at::ScalarType type);

@@ -13,7 +13,10 @@
 //      parameter (the Python API routes such calls to the reference); on
 //      row-sorted indices, chunk by chunk, when SlotWalk.h says so;
 //   2. dkv = dkv_accum cast to dkv_dtype: a "dkv_cast" kernel, else torch
-//      (nothing to do for fp32, which returns dkv_accum itself).
+//      (nothing to cast for fp32, which returns dkv_accum itself). The
+//      cast kernel counts dkv's non-finite rows (counters[3]; the bwd
+//      kernel counts dq's); for fp32 a count-only "dkv_cast" kernel does,
+//      where the library has one, else torch.
 // A bwd kernel always accumulates into fp32 dkv_accum, so one compiled for
 // dkv_type=bf16 also serves an fp32 dkv request and vice versa.
 // CPU: the same checks; a valid call fails with "must be a CUDA tensor", so
@@ -42,7 +45,9 @@ namespace smla::ext {
 namespace {
 
 using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
-constexpr int64_t kNumCounters = 3; // invalid_slots, dead_rows, clamped
+// invalid_slots, dead_rows, clamped, nonfinite_rows (smla/contract.py)
+constexpr int64_t kNumCounters = 4;
+constexpr int64_t kNonFiniteRows = 3;
 
 /// The tensors a kernel may read or write; undefined ones pass as null.
 struct KernelTensors {
@@ -132,22 +137,23 @@ selectOptional(const runtime::KernelLibrary &library,
   return library.match(request);
 }
 
-/// Nothing to compute (T, K or S_kv is 0): zero gradients, and the counters
-/// the kernel would report (every slot invalid when S_kv = 0, every row dead
-/// when no slot is valid).
-Outputs emptyProblem(const BwdArgs &args, const BwdSizes &n) {
+/// Nothing to compute (T is 0): empty gradients of the right shapes, zero
+/// dkv and zero counters.
+Outputs emptyProblem(const BwdArgs &args) {
   at::Tensor dq = at::zeros_like(args.q, args.q.options().dtype(args.dqDtype));
   at::Tensor dkv =
       at::zeros_like(args.kv, args.kv.options().dtype(args.dkvDtype));
-  // Filled on the device, so the call stays capturable in a CUDA graph.
   at::Tensor counters =
       at::zeros({kNumCounters}, args.q.options().dtype(at::kLong));
-  if (n.S_kv == 0)
-    counters.select(0, 0).fill_(n.T * n.G * n.K);
-  // dead_rows counts rows whose lse guard fires (smla/contract.py); rows
-  // without a valid slot are counted as invalid slots.
-  counters.select(0, 1).copy_(at::isfinite(args.lse).logical_not().sum());
   return {dq, dkv, counters};
+}
+
+/// counters[kNonFiniteRows] += the rows of `dkv` ([S_kv, G, W]) holding a
+/// NaN or an Inf, with ATen ops on the stream (no read-back): for results
+/// that no counting dkv_cast kernel produced.
+void countNonFiniteRows(const at::Tensor &dkv, const at::Tensor &counters) {
+  counters.select(0, kNonFiniteRows)
+      .add_(at::isfinite(dkv).logical_not().any(-1).sum());
 }
 
 /// A bwd kernel for `tokens` folded tokens (n.H heads each): the requested
@@ -301,18 +307,28 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
       t.dkv = at::empty(args.kv.sizes(), args.kv.options().dtype(args.dkvDtype));
   };
   auto finish = [&](KernelTensors &t) -> Outputs {
-    if (!castDkv)
+    const at::ScalarType dqType =
+        bwd.config.dqType.value_or("bf16") == "f32" ? at::kFloat
+                                                    : at::kBFloat16;
+    const runtime::KernelEntry *cast = selectOptional(
+        library, makeRequest("dkv_cast", n, lseBaseE, hasPositions, dqType,
+                             args.dkvDtype));
+    const bool castCounts = cast && takesParam(*cast, "counters");
+    if (!castDkv) {
+      // fp32: dkv_accum is the result; a count-only cast kernel, if any.
+      if (castCounts)
+        library.launch(*cast, stream, sizes, kernelParams(t, n, args.smScale));
+      else
+        countNonFiniteRows(t.dkvAccum, t.counters);
       return {t.dq, t.dkvAccum, t.counters};
+    }
     allocateDkv();
-    if (const runtime::KernelEntry *cast = selectOptional(
-            library, makeRequest("dkv_cast", n, lseBaseE, hasPositions,
-                                 bwd.config.dqType.value_or("bf16") == "f32"
-                                     ? at::kFloat
-                                     : at::kBFloat16,
-                                 args.dkvDtype)))
+    if (cast)
       library.launch(*cast, stream, sizes, kernelParams(t, n, args.smScale));
     else
       t.dkv.copy_(t.dkvAccum);
+    if (!castCounts)
+      countNonFiniteRows(t.dkv, t.counters);
     return {t.dq, t.dkv, t.counters};
   };
 
@@ -384,8 +400,8 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   const WalkEnvironment walkEnv = readWalkEnvironment();
   const PairsEnvironment pairsEnv = readPairsEnvironment();
   const c10::cuda::CUDAGuard guard(q.device());
-  if (n.T == 0 || n.K == 0 || n.S_kv == 0)
-    return emptyProblem(args, n);
+  if (n.T == 0)
+    return emptyProblem(args);
   try {
     return launchKernels(args, n, lseBaseE, walkEnv, pairsEnv);
   } catch (const runtime::Error &error) {

@@ -24,6 +24,15 @@ dump_call(path, q, kv, o, do, indices, lse, ...) / load_call(path)
     Save one call for ``python -m smla.replay DUMP``;
     ``python -m smla.synthetic OUT.pt`` writes a synthetic GLM-5.2 call.
 
+stats() / reset_stats()
+    Process-wide counters: calls per mode, guard counters, checked mode's
+    repairs and spot checks (smla.stats). Repairs are logged through
+    logging.getLogger("smla").
+
+check_lse(q, kv, indices, lse, sm_scale, lse_base, *, q_positions=None)
+    Recomputes the lse of a few rows; raises LseBaseMismatchError naming
+    lse_base when lse is in the other base (checked mode runs it too).
+
 Also: smla.reference (the math), smla.contract (constants, validity rule,
 flop count), smla.indices (benchmark index generators), smla.checks.
 """
@@ -31,14 +40,17 @@ flop count), smla.indices (benchmark index generators), smla.checks.
 from .api import MODES, resolve_mode, sparse_mla_bwd
 from .autograd import SparseMLA, get_forward, set_backward_mode, set_forward
 from .checks import NonFiniteInputError, check_finite
-from .checked import SmlaRepairWarning
+from .checked import NonFiniteOutputError
 from .contract import COUNTER_NAMES, EXP2_CLAMP, LOG2E, flop_count, slot_validity
 from .dump import DumpError, dump_call, load_call
 from .reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference
+from .spot_checks import LseBaseMismatchError, OutputMismatchError, check_lse
+from .stats import reset_stats, stats
 
 __all__ = [
-    "COUNTER_NAMES", "DumpError", "EXP2_CLAMP", "LOG2E", "MODES", "NonFiniteInputError",
-    "SmlaRepairWarning", "SparseMLA", "check_finite", "dump_call", "flop_count",
-    "get_forward", "load_call", "resolve_mode", "set_backward_mode", "set_forward",
-    "slot_validity", "sparse_mla_bwd", "sparse_mla_bwd_reference", "sparse_mla_fwd_reference",
+    "COUNTER_NAMES", "DumpError", "EXP2_CLAMP", "LOG2E", "LseBaseMismatchError", "MODES",
+    "NonFiniteInputError", "NonFiniteOutputError", "OutputMismatchError", "SparseMLA",
+    "check_finite", "check_lse", "dump_call", "flop_count", "get_forward", "load_call",
+    "reset_stats", "resolve_mode", "set_backward_mode", "set_forward", "slot_validity",
+    "sparse_mla_bwd", "sparse_mla_bwd_reference", "sparse_mla_fwd_reference", "stats",
 ]

@@ -9,8 +9,9 @@ schema; the Python side calls it positionally:
                          ScalarType dq_dtype, ScalarType dkv_dtype)
         -> (Tensor dq, Tensor dkv, Tensor counters)
 
-``counters`` is an int64 tensor of shape [3] on the device, in the order of
-smla.contract.COUNTER_NAMES (invalid_slots, dead_rows, clamped). Arguments are
+``counters`` is an int64 tensor of shape [4] on the device, in the order of
+smla.contract.COUNTER_NAMES (invalid_slots, dead_rows, clamped,
+nonfinite_rows). Arguments are
 validated in Python (smla.checks) before the call. If the extension does not
 register a fake (meta) implementation, one is registered here so that
 torch.compile can trace calls.
@@ -92,7 +93,7 @@ def is_available() -> bool:
 
 
 def counters_to_dict(counters) -> Dict[str, int]:
-    """Counters as a dict of ints, from the op's int64[3] tensor (or a dict)."""
+    """Counters as a dict of ints, from the op's int64[4] tensor (or a dict)."""
     if isinstance(counters, dict):
         return {k: int(v) for k, v in counters.items()}
     return dict(zip(COUNTER_NAMES, (int(v) for v in counters.tolist())))
@@ -102,7 +103,7 @@ def sparse_mla_bwd(
     q, kv, o, do, indices, lse, *, sm_scale: float, lse_base, q_positions=None,
     delta=None, dq_dtype: torch.dtype, dkv_dtype: torch.dtype,
 ):
-    """Run the compiled backward. Returns (dq, dkv, counters int64[3])."""
+    """Run the compiled backward. Returns (dq, dkv, counters int64[4])."""
     load()
     return torch.ops.smla.sparse_mla_bwd(
         q, kv, o, do, indices, lse, float(sm_scale), normalize_lse_base(lse_base) == "e",

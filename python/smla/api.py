@@ -42,7 +42,7 @@ from typing import Optional
 
 import torch
 
-from . import _compiled, checked
+from . import _compiled, checked, stats
 from .checks import validate_bwd_args
 from .contract import COUNTER_NAMES, default_sm_scale, normalize_lse_base
 from .reference import sparse_mla_bwd_reference
@@ -80,9 +80,10 @@ def sparse_mla_bwd(
     """Backward of sparse multi-latent attention (see smla.contract / docs/contract.md).
 
     Returns (dq, dkv), or (dq, dkv, counters) with ``diagnostics=True`` where
-    counters = {"invalid_slots", "dead_rows", "clamped"} (ints; checked mode
-    adds "repaired_tokens"). Bad arguments raise TypeError/ValueError naming
-    the argument.
+    counters = {"invalid_slots", "dead_rows", "clamped", "nonfinite_rows"}
+    (ints, smla.contract.COUNTER_NAMES; checked mode adds "repaired_tokens").
+    Every call adds to smla.stats(). Bad arguments raise TypeError/ValueError
+    naming the argument.
     """
     if is_casual is not True:
         raise ValueError(
@@ -132,6 +133,8 @@ def sparse_mla_bwd(
             counters = _compiled.counters_to_dict(raw) if diagnostics else None
         else:
             dq, dkv, counters = checked.checked_sparse_mla_bwd(q, kv, o, do, indices, lse, **kw)
+    if not torch.compiler.is_compiling():
+        stats.record_call(mode, counters)
     return (dq, dkv, counters) if diagnostics else (dq, dkv)
 
 

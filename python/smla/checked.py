@@ -1,20 +1,35 @@
-"""Checked mode: the compiled backward with input checks and a granular repair.
+"""Checked mode: the compiled backward with input checks, sampled spot checks
+and a granular repair.
 
 1. q, kv, o, do (and delta) must be finite; otherwise NonFiniteInputError
    names the tensor and its first bad element (garbage in is the caller's
    bug, not something to repair).
-2. The compiled backward runs.
-3. Query tokens whose dq row is non-finite, and tokens whose valid slots touch
-   a non-finite dkv row, are "bad". If there are none, the result is returned
-   as is (cost: one isfinite pass over inputs and outputs).
-4. Otherwise only the bad tokens are recomputed with the reference (cost
+2. The lse of a few rows is recomputed (smla.check_lse): an lse in the
+   other base than ``lse_base`` raises LseBaseMismatchError (on by default,
+   ``configure(lse_tokens=0)`` turns it off).
+3. The compiled backward runs.
+4. Query tokens whose dq row is non-finite, and tokens whose valid slots touch
+   a non-finite dkv row, are "bad" (the kernel counts those rows itself:
+   counter ``nonfinite_rows``; rows it missed are logged as a kernel bug).
+   If there are none, the result is returned as is (cost: one isfinite pass
+   over inputs and outputs).
+5. Otherwise only the bad tokens are recomputed with the reference (cost
    proportional to their number): their dq rows are replaced, and dkv is
    rebuilt as (compiled backward with the bad tokens' indices set to -1) +
    (reference dkv contribution of the bad tokens). If that masked re-run is
-   still non-finite, dkv falls back to the full reference. A SmlaRepairWarning
-   reports the counts. If the environment variable SMLA_DUMP_DIR is set, the
-   call and the compiled outputs are dumped there first (smla.dump format),
-   ready for ``python -m smla.replay``.
+   still non-finite, dkv falls back to the full reference. Where the fp32
+   reference overflows too (inputs of extreme magnitude), the repair is
+   redone in float64; if even that is not finite in the output dtype,
+   NonFiniteOutputError says so (docs/validation.md, "Extreme
+   magnitudes"). Every repair is logged through logging.getLogger("smla")
+   (rate-limited, with running totals) and counted in smla.stats(). If the
+   environment variable SMLA_DUMP_DIR is set, the call and the compiled
+   outputs are dumped there first, within the directory's caps
+   (smla.dump.dump_to_dir), ready for ``python -m smla.replay``.
+6. Optionally (``configure(agreement_tokens=N)`` or SMLA_CHECK_AGREEMENT=N),
+   the dq rows of N random tokens and N of the dkv rows they select are
+   compared with the reference: finite but wrong outputs raise
+   OutputMismatchError.
 
 Test hook: ``smla.checked._inject_corruption = fn(dq, dkv, call) -> (dq, dkv)``
 is applied to every backend result (call 0 = first run, 1 = masked re-run) so
@@ -23,24 +38,70 @@ the repair path can be exercised on CPU with the reference as the backend.
 
 from __future__ import annotations
 
+import logging
 import os
-import warnings
-from typing import Callable, Optional
+import threading
+from typing import Callable, NamedTuple, Optional
 
 import torch
 
-from . import _compiled
+from . import _compiled, stats
 from .checks import check_finite
-from .dump import dump_call
-from .contract import slot_validity
+from .contract import nonfinite_row_mask, slot_validity
+from .dump import _env_int, dump_to_dir
 from .reference import sparse_mla_bwd_reference
+from .spot_checks import LseBaseMismatchError, check_agreement, check_lse
 
 _inject_corruption: Optional[Callable] = None
-_dump_count = 0
 
 
-class SmlaRepairWarning(RuntimeWarning):
-    """Checked mode replaced non-finite compiled outputs with reference values."""
+class NonFiniteOutputError(RuntimeError):
+    """The gradient does not fit the output dtype even in the float64 repair."""
+
+
+class Settings(NamedTuple):
+    lse_tokens: int          # tokens whose lse rows check_lse recomputes (0: off)
+    agreement_tokens: int    # tokens (and dkv rows) check_agreement samples (0: off)
+
+
+_settings_lock = threading.Lock()
+_settings: Optional[Settings] = None
+_agreement_calls = 0
+repair_log = stats.RateLimitedLog(stats.logger)
+
+
+def settings() -> Settings:
+    """The current settings: configure()'s, else the environment variables
+    SMLA_CHECK_LSE (default 4) and SMLA_CHECK_AGREEMENT (default 0)."""
+    with _settings_lock:
+        if _settings is not None:
+            return _settings
+    return Settings(_env_int("SMLA_CHECK_LSE", 4), _env_int("SMLA_CHECK_AGREEMENT", 0))
+
+
+def configure(*, lse_tokens: Optional[int] = None,
+              agreement_tokens: Optional[int] = None) -> Settings:
+    """Set checked mode's spot checks for this process; arguments left None
+    keep their value. Returns the previous settings."""
+    global _settings
+    prev = settings()
+    new = prev._replace(**{k: int(v) for k, v in (("lse_tokens", lse_tokens),
+                                                  ("agreement_tokens", agreement_tokens))
+                           if v is not None})
+    for name, value in zip(new._fields, new):
+        if value < 0:
+            raise ValueError(f"smla.checked.configure: argument '{name}' must be >= 0, "
+                             f"got {value}")
+    with _settings_lock:
+        _settings = new
+    return prev
+
+
+def reset_configuration() -> None:
+    """Back to the environment variables' settings."""
+    global _settings
+    with _settings_lock:
+        _settings = None
 
 
 def _run(backend, call: int, q, kv, o, do, indices, lse, kw):
@@ -60,6 +121,71 @@ def _run(backend, call: int, q, kv, o, do, indices, lse, kw):
     return dq, dkv, counters
 
 
+def _spot_check_lse(q, kv, indices, lse, kw, tokens):
+    try:
+        report = check_lse(q, kv, indices, lse, kw["sm_scale"], kw["lse_base"],
+                           q_positions=kw["q_positions"], tokens=tokens,
+                           context="smla checked mode")
+    except LseBaseMismatchError:
+        stats.record(lse_checks=1, lse_other_base=1)
+        raise
+    neither = report.rows > 0 and report.declared == 0
+    stats.record(lse_checks=1, lse_neither=int(neither))
+    if neither:
+        repair_log.event(
+            logging.WARNING,
+            f"smla checked mode: the lse matches neither base on {report.rows} recomputed "
+            f"rows (max error {report.max_error:.3g} in lse_base={kw['lse_base']!r}): a stale "
+            "lse, or one from another forward; the backward clamps its exponents "
+            f"(lse checks so far: {stats.stats()['lse_checks']})", kind="lse")
+
+
+def _repair(backend, kw, q, kv, o, do, indices, lse, rows, dq, dkv_dtype):
+    """dq with the bad tokens' rows and dkv with their contributions
+    recomputed by the reference (fp32, then float64 if that overflows);
+    returns (dq, dkv, notes)."""
+    sm_scale, lse_base = kw["sm_scale"], kw["lse_base"]
+    q_positions, delta = kw["q_positions"], kw["delta"]
+
+    def sub(t):
+        return None if t is None else t.index_select(0, rows)
+
+    masked = indices.clone()
+    masked[rows] = -1
+    _, dkv_rest, _ = _run(backend, 1, q, kv, o, do, masked, lse, kw)
+    fallback = not bool(torch.isfinite(dkv_rest).all())
+    notes = ["the masked re-run was still non-finite, so dkv is the full reference"] \
+        if fallback else []
+    for dtype in (torch.float32, torch.float64):
+        ref_dq, ref_dkv = sparse_mla_bwd_reference(
+            sub(q), kv, sub(o), sub(do), sub(indices), sub(lse), sm_scale, lse_base=lse_base,
+            q_positions=sub(q_positions), delta=sub(delta), dq_dtype=dtype, dkv_dtype=dtype,
+            dtype=dtype,
+        )
+        fixed = dq.clone()
+        fixed[rows] = ref_dq.to(dq.dtype)
+        if fallback:
+            _, full = sparse_mla_bwd_reference(
+                q, kv, o, do, indices, lse, sm_scale, lse_base=lse_base,
+                q_positions=q_positions, delta=delta, dq_dtype=dtype, dkv_dtype=dtype,
+                dtype=dtype,
+            )
+            dkv = full.to(dkv_dtype)
+        else:
+            dkv = (dkv_rest.to(dtype) + ref_dkv).to(dkv_dtype)
+        if bool(torch.isfinite(fixed).all()) and bool(torch.isfinite(dkv).all()):
+            if dtype == torch.float64:
+                notes.append("in float64 (the fp32 reference overflowed too)")
+            return fixed, dkv, notes
+    bad_dq = int(nonfinite_row_mask(fixed).sum())
+    bad_dkv = int(nonfinite_row_mask(dkv).sum())
+    raise NonFiniteOutputError(
+        f"smla checked mode: the gradient is not finite in the output dtypes even when "
+        f"recomputed in float64: {bad_dq} dq rows ({fixed.dtype}) and {bad_dkv} dkv rows "
+        f"({dkv.dtype}) overflow; the inputs' magnitudes exceed what the outputs can hold "
+        "(docs/validation.md, \"Extreme magnitudes\")")
+
+
 def checked_sparse_mla_bwd(
     q, kv, o, do, indices, lse, *, sm_scale: float, lse_base, q_positions=None, delta=None,
     dq_dtype: torch.dtype, dkv_dtype: torch.dtype, backend: Optional[Callable] = None,
@@ -67,9 +193,12 @@ def checked_sparse_mla_bwd(
     """Returns (dq, dkv, counters dict incl. 'repaired_tokens')."""
     for name, t in (("q", q), ("kv", kv), ("o", o), ("do", do), ("delta", delta)):
         check_finite(name, t)
-    backend = backend or _compiled.sparse_mla_bwd
     kw = dict(sm_scale=sm_scale, lse_base=lse_base, q_positions=q_positions, delta=delta,
               dq_dtype=dq_dtype, dkv_dtype=dkv_dtype)
+    cfg = settings()
+    if cfg.lse_tokens:
+        _spot_check_lse(q, kv, indices, lse, kw, cfg.lse_tokens)
+    backend = backend or _compiled.sparse_mla_bwd
     dq, dkv, counters = _run(backend, 0, q, kv, o, do, indices, lse, kw)
     counters = _compiled.counters_to_dict(counters)
 
@@ -77,20 +206,27 @@ def checked_sparse_mla_bwd(
     dq_bad = ~torch.isfinite(dq)
     dkv_bad = ~torch.isfinite(dkv)
     bad_tok = dq_bad.reshape(T, -1).any(1)
-    bad_kv = dkv_bad.reshape(S_kv, G, -1).any(2)  # [S_kv, G]
+    bad_kv = dkv_bad.any(2)  # [S_kv, G]
+    found = int(dq_bad.any(2).sum()) + int(bad_kv.sum())
+    counted = counters.get("nonfinite_rows", 0)
+    if found > counted:
+        stats.record(uncounted_rows=found - counted)
+        repair_log.event(
+            logging.ERROR,
+            f"smla checked mode: the outputs hold {found} non-finite rows but the kernel's "
+            f"nonfinite_rows counter says {counted}: its guard missed rows (a kernel bug)",
+            kind="guard")
     counters["repaired_tokens"] = 0
     if not bool(bad_tok.any()) and not bool(bad_kv.any()):
+        _agreement(q, kv, o, do, indices, lse, dq, dkv, kw, cfg)
         return dq, dkv, counters
 
     dump_dir = os.environ.get("SMLA_DUMP_DIR")
+    dumped = None
     if dump_dir:
-        global _dump_count
-        _dump_count += 1
-        dump_call(
-            os.path.join(dump_dir, f"smla_bwd_{os.getpid()}_{_dump_count}.pt"),
-            q, kv, o, do, indices, lse, **kw, observed_dq=dq, observed_dkv=dkv,
-            meta={"source": "smla checked mode"},
-        )
+        dumped = dump_to_dir(dump_dir, q, kv, o, do, indices, lse, **kw, observed_dq=dq,
+                             observed_dkv=dkv, meta={"source": "smla checked mode"})
+        stats.record(dumps_written=int(dumped is not None), dumps_skipped=int(dumped is None))
 
     # Tokens that scattered into a non-finite dkv row are suspects too.
     idx = indices.long()
@@ -99,42 +235,42 @@ def checked_sparse_mla_bwd(
     groups = torch.arange(G, device=idx.device).view(1, G, 1)
     touches = (valid & bad_kv[safe, groups]).reshape(T, -1).any(1)
     rows = (bad_tok | touches).nonzero().squeeze(1)
-
-    def sub(t):
-        return None if t is None else t.index_select(0, rows)
-
-    ref_dq, ref_dkv = sparse_mla_bwd_reference(
-        sub(q), kv, sub(o), sub(do), sub(indices), sub(lse), sm_scale, lse_base=lse_base,
-        q_positions=sub(q_positions), delta=sub(delta), dq_dtype=torch.float32,
-        dkv_dtype=torch.float32,
-    )
-    dq = dq.clone()
-    dq[rows] = ref_dq.to(dq.dtype)
-
-    masked = indices.clone()
-    masked[rows] = -1
-    _, dkv_rest, _ = _run(backend, 1, q, kv, o, do, masked, lse, kw)
-    fallback = not bool(torch.isfinite(dkv_rest).all())
-    if fallback:
-        _, full = sparse_mla_bwd_reference(
-            q, kv, o, do, indices, lse, sm_scale, lse_base=lse_base, q_positions=q_positions,
-            delta=delta, dq_dtype=torch.float32, dkv_dtype=torch.float32,
-        )
-        dkv = full.to(dkv_dtype)
-    else:
-        dkv = (dkv_rest.float() + ref_dkv).to(dkv_dtype)
-
-    if not (bool(torch.isfinite(dq).all()) and bool(torch.isfinite(dkv).all())):
-        raise RuntimeError("smla checked mode: outputs are still non-finite after repair")
+    new_dq, new_dkv, notes = _repair(backend, kw, q, kv, o, do, indices, lse, rows, dq,
+                                     dkv_dtype)
     counters["repaired_tokens"] = int(rows.numel())
-    warnings.warn(
+    totals = stats.record(repaired_calls=1, repaired_tokens=int(rows.numel()))
+    if dump_dir:
+        notes.append(f"dumped the call to {dumped}" if dumped else
+                     f"not dumped: {dump_dir} is at its cap (SMLA_DUMP_MAX_FILES / "
+                     "SMLA_DUMP_MAX_BYTES)")
+    repair_log.event(
+        logging.WARNING,
         f"smla checked mode: the compiled backward returned {int(dq_bad.sum())} non-finite dq "
         f"values in {int(bad_tok.sum())} query tokens and {int(dkv_bad.sum())} non-finite dkv "
-        f"values in {int(bad_kv.sum())} kv rows; recomputed {int(rows.numel())} of {T} tokens "
-        "with the reference"
-        + ("; the masked re-run was still non-finite, so dkv is the full reference"
-           if fallback else ""),
-        SmlaRepairWarning,
-        stacklevel=3,
-    )
-    return dq, dkv, counters
+        f"values in {int(bad_kv.sum())} kv rows (kernel counter nonfinite_rows={counted}); "
+        f"recomputed {int(rows.numel())} of {T} tokens with the reference"
+        + "".join(f"; {n}" for n in notes)
+        + f". So far in this process: {totals['repaired_calls']} repaired calls, "
+        f"{totals['repaired_tokens']} tokens recomputed")
+    _agreement(q, kv, o, do, indices, lse, new_dq, new_dkv, kw, cfg)
+    return new_dq, new_dkv, counters
+
+
+def _agreement(q, kv, o, do, indices, lse, dq, dkv, kw, cfg):
+    """The sampled agreement check, when configured (seeded per call)."""
+    if not cfg.agreement_tokens:
+        return
+    global _agreement_calls
+    with _settings_lock:
+        _agreement_calls += 1
+        seed = _agreement_calls
+    try:
+        check_agreement(q, kv, o, do, indices, lse, dq, dkv, sm_scale=kw["sm_scale"],
+                        lse_base=kw["lse_base"], q_positions=kw["q_positions"],
+                        delta=kw["delta"], tokens=cfg.agreement_tokens,
+                        kv_rows=cfg.agreement_tokens,
+                        generator=torch.Generator().manual_seed(seed))
+    except Exception:
+        stats.record(agreement_checks=1, agreement_failures=1)
+        raise
+    stats.record(agreement_checks=1)

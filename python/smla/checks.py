@@ -14,13 +14,12 @@ Two strictness levels:
 
 from __future__ import annotations
 
-import math
 from numbers import Real
 from typing import NamedTuple, Optional
 
 import torch
 
-from .contract import normalize_lse_base
+from .contract import normalize_lse_base, sm_scale_error, sm_scale_fits_float32
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 STRICT_OUT_DTYPES = (torch.bfloat16, torch.float32)
@@ -191,8 +190,8 @@ def validate_bwd_args(
     if sm_scale is not None:
         if isinstance(sm_scale, bool) or not isinstance(sm_scale, Real):
             c.type_error("sm_scale", f"must be a float or None, got {type(sm_scale).__name__}")
-        if not (math.isfinite(float(sm_scale)) and float(sm_scale) > 0):
-            c.value_error("sm_scale", f"must be a finite positive number, got {sm_scale!r}")
+        if not sm_scale_fits_float32(float(sm_scale)):
+            c.value_error("sm_scale", sm_scale_error(sm_scale))
     try:
         normalize_lse_base(lse_base)
     except ValueError:

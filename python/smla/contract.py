@@ -31,8 +31,20 @@ EXP2_CLAMP: float = 32.0
 #                  a row with a finite lse but no valid slot is just as dead,
 #                  but there it is the slot guard that fired (K times);
 #   clamped:       (t, h, j) with a valid slot and a live row whose exponent
-#                  x2 exceeded EXP2_CLAMP.
-COUNTER_NAMES = ("invalid_slots", "dead_rows", "clamped")
+#                  x2 exceeded EXP2_CLAMP;
+#   nonfinite_rows: rows of the returned outputs, in their output dtype, that
+#                  hold a NaN or an Inf: dq rows (t, h) plus dkv rows (s, g).
+#                  Finite inputs can still overflow fp32 (magnitudes near
+#                  1e19 and beyond); such rows are counted, never returned
+#                  silently (docs/validation.md, "Extreme magnitudes").
+COUNTER_NAMES = ("invalid_slots", "dead_rows", "clamped", "nonfinite_rows")
+
+# The kernels take sm_scale as a float32 and form sm_scale * log2(e) in
+# float32 (the softmax exponent's factor). A scale is usable when its
+# float32 value is normal (not 0, not flushed as a subnormal) and that
+# product is finite: SM_SCALE_MIN <= float32(sm_scale) <= SM_SCALE_MAX.
+SM_SCALE_MIN: float = float(torch.finfo(torch.float32).tiny)
+SM_SCALE_MAX: float = 2.3586574359122396e38
 
 LseBase = Union[int, str]
 
@@ -66,6 +78,25 @@ def default_sm_scale(d_qk: int) -> float:
     return float(d_qk) ** -0.5
 
 
+def sm_scale_fits_float32(sm_scale: float) -> bool:
+    """True when ``sm_scale`` survives the kernels' float32 arithmetic: a
+    finite positive number whose float32 value is normal and whose float32
+    product with log2(e) is finite (see SM_SCALE_MIN / SM_SCALE_MAX)."""
+    if not (math.isfinite(sm_scale) and sm_scale > 0):
+        return False
+    f32 = torch.tensor(sm_scale, dtype=torch.float32)
+    factor = f32 * torch.tensor(LOG2E, dtype=torch.float32)
+    return float(f32) >= SM_SCALE_MIN and bool(torch.isfinite(factor))
+
+
+def sm_scale_error(sm_scale) -> str:
+    """The message (after "argument 'sm_scale' ") for a scale that fails
+    sm_scale_fits_float32; the C++ op's (ArgumentChecks.cpp) says the same."""
+    return (f"must be a finite positive number that is normal in float32 (the kernels' "
+            f"type) and keeps sm_scale * log2(e) finite in float32 ({SM_SCALE_MIN:g} <= "
+            f"sm_scale <= {SM_SCALE_MAX:g}), got {sm_scale!r}")
+
+
 def slot_validity(
     indices: torch.Tensor, s_kv: int, q_positions: Optional[torch.Tensor] = None
 ) -> torch.Tensor:
@@ -80,6 +111,13 @@ def slot_validity(
         pos = q_positions.to(indices.dtype).view(-1, *([1] * (indices.dim() - 1)))
         valid &= indices <= pos
     return valid
+
+
+def nonfinite_row_mask(t: torch.Tensor) -> torch.Tensor:
+    """Boolean mask over the rows of ``t`` (every dimension but the last)
+    that hold a NaN or an Inf: the rows the ``nonfinite_rows`` counter
+    counts, for dq ([T, H]) and dkv ([S_kv, G])."""
+    return (~torch.isfinite(t)).any(-1)
 
 
 def flop_count(T: int, H: int, K: int, D: int, Dt: int) -> int:

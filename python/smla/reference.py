@@ -33,6 +33,7 @@ from .contract import (
     default_sm_scale,
     lse_from_base2,
     lse_to_base2,
+    nonfinite_row_mask,
     normalize_lse_base,
     slot_validity,
 )
@@ -146,7 +147,8 @@ def sparse_mla_bwd_reference(
 ):
     """Sparse MLA backward per the contract. Returns (dq, dkv) or, with
     ``diagnostics=True``, (dq, dkv, counters) where counters is a dict of
-    ints {invalid_slots, dead_rows, clamped}.
+    ints {invalid_slots, dead_rows, clamped, nonfinite_rows}
+    (smla.contract.COUNTER_NAMES; nonfinite_rows counts the returned rows).
 
     Arguments are not validated here (see smla.checks / smla.sparse_mla_bwd).
     ``delta`` ([T, H]) replaces sum(o*do) when given. dq/dkv default to
@@ -211,8 +213,9 @@ def sparse_mla_bwd_reference(
     dkv = dkv_acc.view(S, G, d_qk).to(dkv_dtype or kv.dtype)
     if not diagnostics:
         return dq, dkv
+    n_nonfinite = nonfinite_row_mask(dq).sum() + nonfinite_row_mask(dkv).sum()
     counters: Dict[str, int] = dict(
-        zip(COUNTER_NAMES, (int(n_invalid), int(n_dead), int(n_clamped)))
+        zip(COUNTER_NAMES, (int(n_invalid), int(n_dead), int(n_clamped), int(n_nonfinite)))
     )
     return dq, dkv, counters
 

@@ -17,8 +17,9 @@ Pass criterion: the candidate is finite and, for dq and dkv, the relative
 Frobenius error ||cand - base||_F / ||base||_F <= --tol (default 1e-2: bf16
 outputs vs an fp32 reference). Max rel error is max|cand - base| / max|base|.
 
-Exit status: 0 pass, 1 non-finite result or mismatch, 2 unusable dump or
-arguments.
+Exit status: 0 pass, 1 non-finite result, mismatch or a backend that
+raised, 2 unusable dump (unreadable, refused by the safe unpickler, over
+--max-bytes, malformed) or arguments.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import torch
 
 from . import _compiled
 from .api import sparse_mla_bwd
-from .dump import call_kwargs, load_call
+from .dump import DEFAULT_MAX_LOAD_BYTES, call_kwargs, load_call
 from .reference import sparse_mla_bwd_reference
 
 BACKENDS = ("compiled", "checked", "reference", "reference64")
@@ -108,14 +109,20 @@ def main(argv=None) -> int:
     p.add_argument("--warmup", type=int, default=None,
                    help="untimed runs per backend first (default: 1 on cuda, 0 on cpu)")
     p.add_argument("--repeat", type=int, default=1, help="timed runs; the median is shown")
+    p.add_argument("--max-bytes", type=int, default=DEFAULT_MAX_LOAD_BYTES,
+                   help="refuse dumps larger than this (default 64 GiB)")
     args = p.parse_args(argv)
 
     try:
-        rec = load_call(args.dump)
+        rec = load_call(args.dump, max_bytes=args.max_bytes)
     except (OSError, ValueError, TypeError, RuntimeError) as exc:
         print(f"error: cannot use dump: {exc}", file=sys.stderr)
         return 2
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    try:
+        device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    except RuntimeError as exc:
+        print(f"error: argument --device: {exc}", file=sys.stderr)
+        return 2
     cand = args.backend
     if cand in ("compiled", "checked") and not (device.type == "cuda" and _compiled.is_available()):
         why = "no CUDA device" if device.type != "cuda" else "smla._C is not built/installed"
@@ -137,7 +144,11 @@ def main(argv=None) -> int:
     except (RuntimeError, ValueError, TypeError) as exc:
         print(f"result: FAIL (backend {cand} raised {type(exc).__name__}: {exc})")
         return 1
-    (b_dq, b_dkv, b_cnt), b_ms = timed(base, kw, device, True, warm, args.repeat)
+    try:
+        (b_dq, b_dkv, b_cnt), b_ms = timed(base, kw, device, True, warm, args.repeat)
+    except (RuntimeError, ValueError, TypeError) as exc:
+        print(f"result: FAIL (baseline {base} raised {type(exc).__name__}: {exc})")
+        return 1
     print(f"time: {cand} {c_ms:.2f} ms, {base} {b_ms:.2f} ms")
     print(f"counters: {cand} {c_cnt}; {base} {b_cnt}")
 

@@ -76,7 +76,7 @@
 // RUN: grep -c "wgmma.mma_async" %t/fe/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=WGMMA-ALL
 // RUN: grep -c "ex2.approx" %t/fe/smla_d512_dt64_h32_g1_b64_t2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-EX2
 // RUN: FileCheck %s --check-prefix=FUSED-MANIFEST < %t/fe/manifest.json
-// RUN: smla-compile -o %t/fc -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=fused,max_spill=40
+// RUN: smla-compile -o %t/fc -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=1,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=fused,max_spill=48
 // RUN: FileCheck %s --check-prefix=FUSED-B1C < %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptxas.txt
 // RUN: grep -c "ex2.approx" %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-EX2
 // RUN: grep -c "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32" %t/fc/smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16.ptx | FileCheck %s --check-prefix=FUSED-B1-SEND
@@ -264,9 +264,9 @@
 // registers (one st.async each), and without the f32 S and dP tiles
 // 17,408 bytes less shared memory than the CTA-wide kernel's 227,328
 // (WGMMA-B1-SMEM). With delta on every warp ptxas spills 40 bytes at the
-// 128-register cap of 512 threads here, so
-// it compiles only with max_spill; the library's overlap kernels spill
-// less (OVERLAP2-PTXAS).
+// 128-register cap of 512 threads here (44 with the non-finite row guard
+// after the step loop), so it compiles only with max_spill; the library's
+// overlap kernels spill less (OVERLAP2-PTXAS).
 // FUSED-B1C-NOT: C7520
 // FUSED-B1C: Function properties for smla_d512_dt64_h64_g1_b64_s2_base2_pos_bf16_bf16_bwd
 // FUSED-B1C-NEXT: {{[0-9]+}} bytes stack frame, {{[0-9]+}} bytes spill stores

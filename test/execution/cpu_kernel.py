@@ -72,7 +72,7 @@ def render(cfg: Config, scale: float) -> str:
     args.append(("dkv_accum", _memref(["?", g, w], "f32")))
     if cfg.dkv_type == "bf16":
         args.append(("dkv", _memref(["?", g, w], "bf16")))
-    args.append(("counters", "memref<3xi64>"))
+    args.append(("counters", "memref<4xi64>"))
     sig = ", ".join(f"%{n}: {t}" for n, t in args)
     operands = " ".join(f"{n}(%{n} : {t})" for n, t in args)
     base = "base2" if cfg.lse_base == 2 else "natural"
@@ -157,7 +157,7 @@ class CpuKernel:
             # Poisoned outputs: every element must be written.
             "dq": torch.full((T, cfg.heads, w), float("nan"), dtype=dq_dtype),
             "dkv_accum": torch.full((S, cfg.groups, w), float("nan")),
-            "counters": torch.zeros(3, dtype=torch.int64),
+            "counters": torch.zeros(4, dtype=torch.int64),
         }
         if cfg.positions:
             tensors["positions"] = positions.contiguous()

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 from cpu_kernel import Config, CpuKernel, smla_opt
+from smla.contract import COUNTER_NAMES
 from smla.reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference
 
 try:
@@ -113,9 +114,35 @@ def test_matches_reference(compiled):
 def test_counters_match_reference(compiled):
     cfg, case, kernel = compiled
     (_, _, cnt), (_, _, rcnt) = run_both(cfg, case, kernel)
-    assert dict(zip(("invalid_slots", "dead_rows", "clamped"), cnt.tolist())) == rcnt
+    assert dict(zip(COUNTER_NAMES, cnt.tolist())) == rcnt
     assert rcnt["invalid_slots"] > 0 and rcnt["dead_rows"] >= 3
-    assert rcnt["clamped"] > 0
+    assert rcnt["clamped"] > 0 and rcnt["nonfinite_rows"] == 0
+
+
+def nonfinite_rows(dq, dkv):
+    return int((~torch.isfinite(dq.float())).any(-1).sum()
+               + (~torch.isfinite(dkv.float())).any(-1).sum())
+
+
+def test_overflowing_rows_are_counted(compiled):
+    """Finite bf16 kv rows near 1e20 overflow fp32: the compiled CPU kernel
+    counts exactly the non-finite rows it returns, as the reference (in fp32,
+    the kernels' precision) does for its own."""
+    cfg, case, kernel = compiled
+    kv = case["kv"].clone()
+    kv[: kv.shape[0] // 2] = (kv[: kv.shape[0] // 2].float() * 1e20).bfloat16()
+    assert torch.isfinite(kv.float()).all()
+    dq, dkv, cnt = kernel(case["q"], kv, case["o"], case["dout"], case["indices"],
+                          case["lse"], case["positions"])
+    bad = nonfinite_rows(dq, dkv)
+    assert bad > 0 and cnt.tolist()[3] == bad
+    dq_type = torch.float32 if cfg.dq_type == "f32" else torch.bfloat16
+    dkv_type = torch.float32 if cfg.dkv_type == "f32" else torch.bfloat16
+    _, _, rcnt = sparse_mla_bwd_reference(
+        case["q"], kv, case["o"], case["dout"], case["indices"], case["lse"], case["scale"],
+        lse_base=case["base"], q_positions=case["positions"], dq_dtype=dq_type,
+        dkv_dtype=dkv_type, diagnostics=True)
+    assert rcnt["nonfinite_rows"] > 0
 
 
 def test_dead_rows_are_exactly_zero(compiled):
@@ -192,5 +219,5 @@ def test_token_pairs_match_reference(tmp_path):
     assert rel(dq.reshape(T, 2, -1), rdq) < 1e-5 and rel(dkv, rdkv) < 1e-5
     cnt = cnt.tolist()
     cnt[0] -= T * (rows.shape[2] - K)
-    assert dict(zip(("invalid_slots", "dead_rows", "clamped"), cnt)) == rcnt
+    assert dict(zip(COUNTER_NAMES, cnt)) == rcnt
     assert rcnt["invalid_slots"] > 0

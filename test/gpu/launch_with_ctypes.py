@@ -218,7 +218,7 @@ def run_case(lib, T, S, H, G, D, Dt, K, positions, base2, dq_type, dkv_type, blo
     if block is not None:  # None: whichever block the library was built with
         cfg["block"] = block
     q, kv, o, do, idx, lse, pos = make_inputs(T, S, H, G, D, Dt, K, positions, base2, seed, scale)
-    counters = torch.zeros(3, dtype=torch.int64, device="cuda")
+    counters = torch.zeros(4, dtype=torch.int64, device="cuda")
     run, dq, dkv = smla_bwd(lib, cfg, q, kv, o, do, idx, lse, pos, counters, scale)
     dq.fill_(float("nan"))  # poison: every element must be written
     dkv.fill_(float("nan"))

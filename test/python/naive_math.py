@@ -57,7 +57,9 @@ def naive_bwd(q, kv, o, do, indices, lse, scale, lse_base=2, q_positions=None, d
                 dq[t, h] += ds * k
                 dkv[i, g] += ds * q[t, h]
                 dkv[i, g, :D] += p * do[t, h]
-    counters = {"invalid_slots": invalid, "dead_rows": dead, "clamped": clamped}
+    nonfinite = int((~torch.isfinite(dq)).any(-1).sum() + (~torch.isfinite(dkv)).any(-1).sum())
+    counters = {"invalid_slots": invalid, "dead_rows": dead, "clamped": clamped,
+                "nonfinite_rows": nonfinite}
     return dq, dkv, counters
 
 

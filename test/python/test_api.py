@@ -141,11 +141,27 @@ def test_optional_tensors():
            delta=torch.zeros(4, 5))
 
 
+SM_SCALE_RULE = ("argument 'sm_scale' must be a finite positive number that is normal in "
+                 "float32 (the kernels' type) and keeps sm_scale * log2(e) finite in float32 "
+                 "(1.17549e-38 <= sm_scale <= 2.35866e+38), got ")
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan"), float("inf"), 0.0,
+                                   # accepted as doubles, but inf or 0 as the kernels' float
+                                   1e39, 1e300, 1e-300, 1e-39,
+                                   # finite in float32, but sm_scale * log2(e) is not
+                                   2.36e38])
+def test_sm_scale_checked_in_float32(value):
+    raises(ValueError, PRE + SM_SCALE_RULE + repr(value), sm_scale=value)
+
+
+@pytest.mark.parametrize("value", [1.2e-38, 2.3586574e38])
+def test_sm_scale_at_the_float32_bounds_is_accepted(value):
+    dq, dkv = call(sm_scale=value)
+    assert dq.shape == args()["q"].shape
+
+
 def test_scalars():
-    raises(ValueError, PRE + "argument 'sm_scale' must be a finite positive number, got -1.0",
-           sm_scale=-1.0)
-    raises(ValueError, PRE + "argument 'sm_scale' must be a finite positive number, got nan",
-           sm_scale=float("nan"))
     raises(TypeError, PRE + "argument 'sm_scale' must be a float or None, got str", sm_scale="0.1")
     raises(ValueError, PRE + "argument 'lse_base' must be 2 or 'e', got 10", lse_base=10)
     raises(ValueError, PRE + "argument 'dq_dtype' must be None or one of torch.bfloat16, "
@@ -239,7 +255,7 @@ def test_slime_call_and_defaults():
 def test_output_dtypes_and_diagnostics():
     dq, dkv, cnt = call(dq_dtype=torch.float32, dkv_dtype=torch.float32, diagnostics=True)
     assert dq.dtype == torch.float32 and dkv.dtype == torch.float32
-    assert set(cnt) == {"invalid_slots", "dead_rows", "clamped"}
+    assert set(cnt) == {"invalid_slots", "dead_rows", "clamped", "nonfinite_rows"}
     assert all(isinstance(v, int) for v in cnt.values())
     assert cnt["invalid_slots"] == int((args()["indices"] < 0).sum())
 

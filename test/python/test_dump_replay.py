@@ -166,3 +166,143 @@ def test_replay_reports_observed_outputs(tiny_dump, capsys):
     nan = bad[3].numel()
     assert re.search(rf"observed_dq\s+nan={nan} inf=0", text), text
     assert "time: reference64" in text
+
+
+# ---- bounded loading ----------------------------------------------------------
+
+def test_expanded_tensor_is_refused_before_it_is_materialised(tiny_dump):
+    """A few KB that declare a huge q through stride 0 (1.5 GB before)."""
+    path, call = tiny_dump
+    huge = torch.zeros(1, dtype=torch.bfloat16).expand(65536, 128, 48)
+    _rewrite(path, q=huge)
+    assert os.path.getsize(path) < 1 << 20
+    with pytest.raises(DumpError, match=re.escape(
+            f"smla dump '{path}': key 'q' must be stored in full (contiguous, as "
+            "smla.dump_call writes it), got shape (65536, 128, 48) with strides (0, 0, 0): "
+            "805306368 bytes declared, 2 stored")):
+        smla.load_call(path)
+    r = run_cli("smla.replay", str(path), "--device", "cpu")
+    assert r.returncode == 2 and "must be stored in full" in r.stderr
+
+
+def test_overlapping_strides_are_refused(tiny_dump):
+    path, call = tiny_dump
+    lse = torch.randn(12).as_strided((12, 4), (1, 0))
+    _rewrite(path, lse=lse)
+    with pytest.raises(DumpError, match="key 'lse' must be stored in full"):
+        smla.load_call(path)
+
+
+def test_file_over_the_cap_is_not_read(tiny_dump):
+    path, _ = tiny_dump
+    size = os.path.getsize(path)
+    with pytest.raises(DumpError, match=f"the file has {size} bytes, more than the limit of 100"):
+        smla.load_call(path, max_bytes=100)
+    r = run_cli("smla.replay", str(path), "--device", "cpu", "--max-bytes", "100")
+    assert r.returncode == 2 and "more than the limit of 100" in r.stderr
+
+
+def test_blocked_pickle_exits_2(tmp_path):
+    path = tmp_path / "evil.pt"
+    torch.save({"format": FORMAT, "payload": _NotAllowed()}, path)
+    with pytest.raises(DumpError, match="cannot load it safely"):
+        smla.load_call(path)
+    r = run_cli("smla.replay", str(path), "--device", "cpu")
+    assert r.returncode == 2, r.stderr
+    assert "error: cannot use dump" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_truncated_and_garbage_files_exit_2(tiny_dump, tmp_path):
+    path, _ = tiny_dump
+    data = path.read_bytes()
+    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
+    (tmp_path / "junk.pt").write_bytes(b"\x80\x02not a pickle at all")
+    for name in ("cut.pt", "junk.pt"):
+        r = run_cli("smla.replay", str(tmp_path / name), "--device", "cpu")
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_sm_scale_none_in_a_dump_is_the_default(tiny_dump):
+    path, _ = tiny_dump
+    _rewrite(path, sm_scale=None)
+    assert smla.load_call(path)["sm_scale"] == pytest.approx(48 ** -0.5)
+    r = run_cli("smla.replay", str(path), "--backend", "reference", "--device", "cpu")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "sm_scale=0.144338" in r.stdout
+
+
+def test_bad_device_argument_exits_2(tiny_dump):
+    path, _ = tiny_dump
+    r = run_cli("smla.replay", str(path), "--device", "nonsense")
+    assert r.returncode == 2 and "argument --device" in r.stderr
+
+
+# ---- the dump directory (checked mode's SMLA_DUMP_DIR) ------------------------
+
+def test_dump_directory_caps_files_and_bytes(tmp_path, tiny_dump):
+    _, call = tiny_dump
+    from smla.dump import dump_bytes, dump_to_dir
+    tensors = [call[k] for k in ("q", "kv", "o", "do", "indices", "lse")]
+    written = [dump_to_dir(tmp_path, *tensors, max_files=2) for _ in range(3)]
+    assert written[0] and written[1] and written[2] is None
+    assert len(list(tmp_path.glob("smla_bwd_*.pt"))) == 2
+    other = tmp_path / "bytes"
+    other.mkdir()
+    one = dump_bytes(*tensors)
+    assert dump_to_dir(other, *tensors, max_bytes=one - 1) is None
+    first = dump_to_dir(other, *tensors, max_bytes=one)
+    used = os.path.getsize(first)  # the files present count with their size
+    assert dump_to_dir(other, *tensors, max_bytes=used + one - 1) is None
+    assert dump_to_dir(other, *tensors, max_bytes=used + one) is not None
+
+
+def test_dump_directory_caps_from_the_environment(tmp_path, tiny_dump, monkeypatch):
+    _, call = tiny_dump
+    from smla.dump import dump_to_dir
+    tensors = [call[k] for k in ("q", "kv", "o", "do", "indices", "lse")]
+    monkeypatch.setenv("SMLA_DUMP_MAX_FILES", "1")
+    assert dump_to_dir(tmp_path, *tensors) is not None
+    assert dump_to_dir(tmp_path, *tensors) is None
+    monkeypatch.setenv("SMLA_DUMP_MAX_FILES", "many")
+    with pytest.raises(ValueError, match="SMLA_DUMP_MAX_FILES must be an integer, got 'many'"):
+        dump_to_dir(tmp_path, *tensors)
+
+
+def test_concurrent_dumps_get_distinct_names_within_the_cap(tmp_path, tiny_dump):
+    import threading
+    from smla.dump import dump_to_dir
+    _, call = tiny_dump
+    tensors = [call[k] for k in ("q", "kv", "o", "do", "indices", "lse")]
+    paths, lock = [], threading.Lock()
+
+    def work():
+        for _ in range(4):
+            p = dump_to_dir(tmp_path, *tensors, max_files=10)
+            with lock:
+                paths.append(p)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    written = [p for p in paths if p]
+    assert len(written) == 10 == len(set(written)) == len(list(tmp_path.glob("smla_bwd_*.pt")))
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("version", torch.ones(2), "key 'version' must be 1, got a tensor of shape (2,)"),
+    ("version", True, "key 'version' must be 1, got True"),
+    ("format", 7, "key 'format' must be 'smla.sparse_mla_bwd.call', got 7"),
+    ("lse_base", [2], "key 'lse_base' must be '2' or 'e', got a list"),
+    ("dq_dtype", torch.zeros(3), "key 'dq_dtype' must be one of"),
+    ("meta", "notes", "key 'meta' must be a dict, got str"),
+    ("extra", 1, "unknown key 'extra'"),
+])
+def test_header_values_of_the_wrong_kind(tiny_dump, key, value, message):
+    """What the dump loader's fuzz target (test/fuzz/dump_header.py) found:
+    header values of the wrong type were compared as if they were right."""
+    path, _ = tiny_dump
+    _rewrite(path, **{key: value})
+    with pytest.raises(DumpError, match=re.escape(message)):
+        smla.load_call(path)

@@ -131,12 +131,12 @@ def test_all_slots_invalid_everywhere():
     assert (dq == 0).all() and (dkv == 0).all()
     # The forward gives these rows lse = -inf: both guards fire.
     assert not torch.isfinite(c["lse"]).any()
-    assert cnt == {"invalid_slots": 9, "dead_rows": 6, "clamped": 0}
+    assert cnt == {"invalid_slots": 9, "dead_rows": 6, "clamped": 0, "nonfinite_rows": 0}
     # With a finite (stale) lse only the slot guard fires.
     c["lse"] = torch.zeros_like(c["lse"])
     dq, dkv, cnt = run_ref(c)
     assert (dq == 0).all() and (dkv == 0).all()
-    assert cnt == {"invalid_slots": 9, "dead_rows": 0, "clamped": 0}
+    assert cnt == {"invalid_slots": 9, "dead_rows": 0, "clamped": 0, "nonfinite_rows": 0}
 
 
 def test_invalid_slots_are_never_dereferenced():

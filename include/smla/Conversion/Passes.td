@@ -74,7 +74,9 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
     `smla-allocate-smem` turns into slices of dynamic shared memory.
 
     The zero fill of the fp32 dKV accumulator and `smla.cast_dkv` become
-    kernels of their own (one CTA per kv row).
+    kernels of their own (one CTA per kv row); the cast kernel takes the
+    `counters` when the op counts non-finite rows (then also for an f32
+    result, which it only reads).
 
     Before:
     ```mlir

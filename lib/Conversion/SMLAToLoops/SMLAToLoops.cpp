@@ -81,13 +81,15 @@ Value loadF32(OpBuilder &b, Location loc, Value memref, ValueRange idx) {
   return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
 }
 
-/// Stores an f32, rounding to the memref's element type.
-void storeF32(OpBuilder &b, Location loc, Value v, Value memref,
-              ValueRange idx) {
+/// Stores an f32, rounding to the memref's element type; returns the
+/// stored value.
+Value storeRounded(OpBuilder &b, Location loc, Value v, Value memref,
+                   ValueRange idx) {
   Type elem = cast<MemRefType>(memref.getType()).getElementType();
   if (elem != v.getType())
     v = arith::TruncFOp::create(b, loc, elem, v);
   memref::StoreOp::create(b, loc, v, memref, idx);
+  return v;
 }
 
 /// Head index hb * Hb + h (Hb: the rows of the op's tile).
@@ -472,18 +474,53 @@ void lower(ScatterDkvOp op) {
   });
 }
 
+/// Stores `row` values through `store` (which rounds and returns the stored
+/// value); with `counters`, counters[kNonFiniteRows] += 1 when any stored
+/// value is a NaN or an Inf.
+void storeRow(OpBuilder &b, Location loc, Value width, Value counters,
+              function_ref<Value(OpBuilder &, Value)> store) {
+  if (!counters) {
+    LoopEmitter::loop(b, loc, width,
+                      [&](OpBuilder &b, Value c) { (void)store(b, c); });
+    return;
+  }
+  Value no = arith::ConstantOp::create(b, loc, b.getBoolAttr(false));
+  Value inf = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(INFINITY));
+  Value bad = LoopEmitter::reduce(
+      b, loc, width, no, [&](OpBuilder &b, Value c, Value acc) {
+        Value v = store(b, c);
+        if (!v.getType().isF32())
+          v = arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+        // Ordered compare: false for +-inf and for NaN.
+        Value finite = arith::CmpFOp::create(
+            b, loc, arith::CmpFPredicate::OLT, math::AbsFOp::create(b, loc, v),
+            inf);
+        Value notFinite = arith::XOrIOp::create(
+            b, loc, finite,
+            arith::ConstantOp::create(b, loc, b.getBoolAttr(true)));
+        return arith::OrIOp::create(b, loc, acc, notFinite).getResult();
+      });
+  Value idx = arith::ConstantIndexOp::create(b, loc, kNonFiniteRows);
+  Value old = memref::LoadOp::create(b, loc, counters, ValueRange{idx});
+  Value sum = arith::AddIOp::create(
+      b, loc, old, arith::ExtUIOp::create(b, loc, b.getI64Type(), bad));
+  memref::StoreOp::create(b, loc, sum, counters, ValueRange{idx});
+}
+
 void lower(StoreDqOp op) {
   LoopEmitter e(op);
   auto type = op.getAcc().getType();
   int64_t hg = type.getDimSize(0);
+  Value width = e.index(type.getDimSize(1));
   e.loop(e.index(hg), [&](OpBuilder &b, Value h) {
     Value head = headOf(b, e.loc, op.getHeadBlock(), hg, h);
-    LoopEmitter::loop(
-        b, e.loc, e.index(type.getDimSize(1)), [&](OpBuilder &b, Value c) {
-          Value v =
-              memref::LoadOp::create(b, e.loc, op.getAcc(), ValueRange{h, c});
-          storeF32(b, e.loc, v, op.getDq(), {op.getToken(), head, c});
-        });
+    storeRow(b, e.loc, width, op.getCounters(),
+             [&](OpBuilder &b, Value c) -> Value {
+               Value v = memref::LoadOp::create(b, e.loc, op.getAcc(),
+                                                ValueRange{h, c});
+               return storeRounded(b, e.loc, v, op.getDq(),
+                                   {op.getToken(), head, c});
+             });
   });
 }
 
@@ -493,11 +530,15 @@ void lower(CastDkvOp op) {
   Value width = e.dim(op.getAccum(), 2);
   e.loop(rows, [&](OpBuilder &b, Value s) {
     LoopEmitter::loop(b, e.loc, groups, [&](OpBuilder &b, Value g) {
-      LoopEmitter::loop(b, e.loc, width, [&](OpBuilder &b, Value c) {
-        Value v = memref::LoadOp::create(b, e.loc, op.getAccum(),
-                                         ValueRange{s, g, c});
-        storeF32(b, e.loc, v, op.getDkv(), {s, g, c});
-      });
+      storeRow(b, e.loc, width, op.getCounters(),
+               [&](OpBuilder &b, Value c) -> Value {
+                 Value v = memref::LoadOp::create(b, e.loc, op.getAccum(),
+                                                  ValueRange{s, g, c});
+                 // Without dkv the f32 result is the accumulator itself.
+                 if (!op.getDkv())
+                   return v;
+                 return storeRounded(b, e.loc, v, op.getDkv(), {s, g, c});
+               });
     });
   });
 }

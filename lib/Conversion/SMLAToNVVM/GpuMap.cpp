@@ -40,6 +40,8 @@ constexpr int64_t kF32TilePad = 8, kF32TilePadWgmma = 4;
 /// The role of each function argument, found from the tile ops using it.
 struct Roles {
   Value q, kv, o, dout, indices, lse, positions, dq, dkvAccum, dkv, counters;
+  /// The final smla.cast_dkv counts non-finite rows (into `counters`).
+  bool castCounts = false;
   /// (name, value) in parameter order; null values are absent.
   SmallVector<std::pair<StringRef, Value>> ordered() const {
     return {{"q", q},
@@ -81,10 +83,17 @@ FailureOr<Roles> findRoles(func::FuncOp func) {
       // With split heads the invalid-slot counter sits on a mask only.
       if (o.getCounters())
         r.counters = o.getCounters();
-    } else if (auto o = dyn_cast<StoreDqOp>(op))
+    } else if (auto o = dyn_cast<StoreDqOp>(op)) {
       r.dq = o.getDq();
-    else if (auto o = dyn_cast<CastDkvOp>(op))
+      if (o.getCounters())
+        r.counters = o.getCounters();
+    } else if (auto o = dyn_cast<CastDkvOp>(op)) {
       r.dkv = o.getDkv();
+      if (o.getCounters()) {
+        r.counters = o.getCounters();
+        r.castCounts = true;
+      }
+    }
   });
   for (auto [name, v] : r.ordered()) {
     bool optional = name == "q_positions" || name == "counters";
@@ -486,6 +495,7 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
   }
 
   // The dKV accumulator's zero fill and its final cast: one CTA per kv row.
+  // Rank-3 tensors are viewed as that row; `counters` is passed whole.
   auto rowKernel = [&](StringRef suffix, StringRef kind,
                        ArrayRef<std::pair<StringRef, Value>> ptrs,
                        function_ref<void(OpBuilder &, ArrayRef<Value>)> body) {
@@ -498,6 +508,10 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     SmallVector<Value> rows;
     for (auto [name, v] : ptrs) {
       auto type = cast<MemRefType>(v.getType());
+      if (type.getRank() != 3) {
+        rows.push_back(mapping.lookup(v));
+        continue;
+      }
       SmallVector<OpFoldResult> offsets{row, b.getIndexAttr(0),
                                         b.getIndexAttr(0)};
       SmallVector<OpFoldResult> sizes{b.getIndexAttr(1),
@@ -516,12 +530,20 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
         Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0));
         linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{rows[0]});
       });
-  if (roles->dkv)
-    rowKernel("_dkv_cast", "dkv_cast",
-              {{"dkv_accum", roles->dkvAccum}, {"dkv", roles->dkv}},
+  if (roles->dkv || roles->castCounts) {
+    SmallVector<std::pair<StringRef, Value>> ptrs{
+        {"dkv_accum", roles->dkvAccum}};
+    if (roles->dkv)
+      ptrs.push_back({"dkv", roles->dkv});
+    if (roles->castCounts)
+      ptrs.push_back({"counters", roles->counters});
+    rowKernel("_dkv_cast", "dkv_cast", ptrs,
               [&](OpBuilder &b, ArrayRef<Value> rows) {
-                CastDkvOp::create(b, loc, rows[0], rows[1]);
+                Value dkv = roles->dkv ? rows[1] : Value();
+                Value counters = roles->castCounts ? rows.back() : Value();
+                CastDkvOp::create(b, loc, rows[0], dkv, counters);
               });
+  }
   // Key sharing: the aligned index rows of token pairs, one CTA per pair
   // ("T" is the pair count, as for the bwd kernel).
   if (pairs)

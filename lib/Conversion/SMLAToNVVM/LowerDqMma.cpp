@@ -215,7 +215,8 @@ void zeroDqRegisters(CtaEmitter &e, Value regs, int64_t slots) {
     storeReg(e.b, e.loc, regs, i, z);
 }
 
-void storeDqRegisters(CtaEmitter &e, StoreDqOp op, Value regs, int64_t slots) {
+void storeDqRegisters(CtaEmitter &e, StoreDqOp op, Value regs, int64_t slots,
+                      NonFiniteFlag *flag) {
   Mma m{e.b, e.loc};
   auto accType = op.getAcc().getType();
   int64_t hg = accType.getDimSize(0), nPairs = accType.getDimSize(1) / 16;
@@ -243,6 +244,8 @@ void storeDqRegisters(CtaEmitter &e, StoreDqOp op, Value regs, int64_t slots) {
           Value head = headIndex(m.b, l, op.getHeadBlock(), hg, row);
           vector::StoreOp::create(m.b, l, v, op.getDq(),
                                   ValueRange{op.getToken(), head, col});
+          if (flag)
+            flag->add(m.b, l, v);
           scf::YieldOp::create(m.b, l);
         });
       }

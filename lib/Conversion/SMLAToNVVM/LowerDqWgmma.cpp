@@ -116,7 +116,8 @@ void lowerDqPacked(CtaEmitter &e, DqPackedOp op, Value regs) {
     storeReg(b, loc, regs, 16 * s.full + r, last[r]);
 }
 
-void storeDqPackedRegisters(CtaEmitter &e, StoreDqOp op, Value regs) {
+void storeDqPackedRegisters(CtaEmitter &e, StoreDqOp op, Value regs,
+                            NonFiniteFlag *flag) {
   Mma m{e.b, e.loc};
   OpBuilder &b = e.b;
   Location loc = e.loc;
@@ -140,6 +141,8 @@ void storeDqPackedRegisters(CtaEmitter &e, StoreDqOp op, Value regs) {
         Value head = headIndex(b, loc, op.getHeadBlock(), hg, r);
         memref::StoreOp::create(b, loc, x, op.getDq(),
                                 ValueRange{op.getToken(), head, c});
+        if (flag)
+          flag->add(b, loc, x);
       }
     }
   };

@@ -432,24 +432,60 @@ private:
     return success();
   }
 
+  /// The indices of 4-wide chunk `q` of the static shape `type`.
+  static SmallVector<Value> chunkIndices(OpBuilder &b, Location loc,
+                                         MemRefType type, Value q) {
+    ArrayRef<int64_t> shape = type.getShape();
+    SmallVector<Value> idx(shape.size());
+    Value rest = q;
+    for (int64_t i = shape.size() - 1; i >= 0; --i) {
+      int64_t n = i + 1 == (int64_t)shape.size() ? shape[i] / 4 : shape[i];
+      Value nv = arith::ConstantIndexOp::create(b, loc, n);
+      idx[i] = arith::RemUIOp::create(b, loc, rest, nv);
+      rest = arith::DivUIOp::create(b, loc, rest, nv);
+    }
+    idx.back() = arith::MulIOp::create(
+        b, loc, idx.back(), arith::ConstantIndexOp::create(b, loc, 4));
+    return idx;
+  }
+
   /// for every 4-wide chunk of the static shape `type`: fn(indices)
   static void forEachChunk(CtaEmitter &e, MemRefType type,
                            function_ref<void(OpBuilder &, ValueRange)> fn) {
-    ArrayRef<int64_t> shape = type.getShape();
-    int64_t chunks = type.getNumElements() / 4;
-    e.ctaLoop(chunks, [&](OpBuilder &b, Value q) {
-      SmallVector<Value> idx(shape.size());
-      Value rest = q;
-      for (int64_t i = shape.size() - 1; i >= 0; --i) {
-        int64_t n = i + 1 == (int64_t)shape.size() ? shape[i] / 4 : shape[i];
-        Value nv = arith::ConstantIndexOp::create(b, e.loc, n);
-        idx[i] = arith::RemUIOp::create(b, e.loc, rest, nv);
-        rest = arith::DivUIOp::create(b, e.loc, rest, nv);
-      }
-      idx.back() = arith::MulIOp::create(
-          b, e.loc, idx.back(), arith::ConstantIndexOp::create(b, e.loc, 4));
-      fn(b, idx);
+    e.ctaLoop(type.getNumElements() / 4, [&](OpBuilder &b, Value q) {
+      fn(b, chunkIndices(b, e.loc, type, q));
     });
+  }
+
+  /// forEachChunk where fn returns an i1: the OR over the thread's chunks.
+  static Value anyChunk(CtaEmitter &e, MemRefType type,
+                        function_ref<Value(OpBuilder &, ValueRange)> fn) {
+    Value no = arith::ConstantOp::create(e.b, e.loc, e.b.getBoolAttr(false));
+    return emitReduce(
+        e.b, e.loc, e.tid, e.index(type.getNumElements() / 4),
+        e.index(e.threads), no, [&](OpBuilder &b, Value q, Value acc) {
+          Value flag = fn(b, chunkIndices(b, e.loc, type, q));
+          return arith::OrIOp::create(b, e.loc, acc, flag).getResult();
+        });
+  }
+
+  /// Stores with `store` (which returns the stored value) over the chunks
+  /// of `type`; with `counters`, flags the non-finite stored values and
+  /// counts the non-finite rows of the result (emitNonFiniteRowCount).
+  static void storeChunks(CtaEmitter &e, MemRefType type, Value counters,
+                          int64_t rows, int64_t width,
+                          function_ref<Value(OpBuilder &, ValueRange)> store,
+                          const RowLoadFn &load) {
+    if (!counters) {
+      forEachChunk(e, type, [&](OpBuilder &b, ValueRange idx) {
+        (void)store(b, idx);
+      });
+      return;
+    }
+    Value flagged = anyChunk(e, type, [&](OpBuilder &b, ValueRange idx) {
+      return isNonFinite(b, e.loc, store(b, idx));
+    });
+    emitNonFiniteRowCount(e, counters, flagged, rows, width, load);
   }
 
   static bool chunkable(MemRefType type) {
@@ -479,42 +515,72 @@ private:
     MemRefType type = op.getAccum().getType();
     if (!chunkable(type))
       return op.emitOpError() << "GPU cast needs a static row slice";
-    auto vt = VectorType::get({4}, op.getDkv().getType().getElementType());
-    forEachChunk(e, type, [&](OpBuilder &b, ValueRange idx) {
-      Value v = loadVecF32(b, e.loc, op.getAccum(), idx, 4);
-      v = arith::TruncFOp::create(b, e.loc, vt, v);
-      vector::StoreOp::create(b, e.loc, v, op.getDkv(), idx);
-    });
+    // One kv row: [1, G, W]. Without dkv the f32 result is only counted.
+    Value dkv = op.getDkv(), result = dkv ? dkv : op.getAccum();
+    storeChunks(
+        e, type, op.getCounters(), type.getDimSize(1), type.getDimSize(2),
+        [&](OpBuilder &b, ValueRange idx) -> Value {
+          Value v = loadVecF32(b, e.loc, op.getAccum(), idx, 4);
+          if (!dkv)
+            return v;
+          auto vt =
+              VectorType::get({4}, cast<MemRefType>(dkv.getType()).getElementType());
+          v = arith::TruncFOp::create(b, e.loc, vt, v);
+          vector::StoreOp::create(b, e.loc, v, dkv, idx);
+          return v;
+        },
+        [&](OpBuilder &b, Location l, Value g, Value c) -> Value {
+          Value c0 = arith::ConstantIndexOp::create(b, l, 0);
+          return memref::LoadOp::create(b, l, result, ValueRange{c0, g, c});
+        });
     return success();
   }
 
   LogicalResult lowerOp(CtaEmitter &e, StoreDqOp op) {
+    MemRefType acc = op.getAcc().getType();
+    int64_t hg = acc.getDimSize(0), w = acc.getDimSize(1);
+    Value counters = op.getCounters();
+    // The dq rows of this op, re-read by the non-finite row count.
+    RowLoadFn dqRow = [&](OpBuilder &b, Location l, Value h, Value c) -> Value {
+      Value head = headIndex(b, l, op.getHeadBlock(), hg, h);
+      return memref::LoadOp::create(b, l, op.getDq(),
+                                    ValueRange{op.getToken(), head, c});
+    };
+    Type elem = op.getDq().getType().getElementType();
     if (auto regs = dqRegs.lookup(op.getAcc()); regs.first) {
       // The array's layout is that of the ops that accumulate into it.
       bool packed = llvm::any_of(op.getAcc().getUsers(), [](Operation *u) {
         return isa<DqPackedOp>(u);
       });
+      // With counters, each stored value is flagged where it is stored
+      // (no register lives longer than the store needs it).
+      std::optional<NonFiniteFlag> flag;
+      if (counters)
+        flag.emplace(e.b, e.loc, op);
+      NonFiniteFlag *f = flag ? &*flag : nullptr;
       if (packed)
-        storeDqPackedRegisters(e, op, regs.first);
+        storeDqPackedRegisters(e, op, regs.first, f);
       else
-        storeDqRegisters(e, op, regs.first, regs.second);
+        storeDqRegisters(e, op, regs.first, regs.second, f);
+      if (counters)
+        emitNonFiniteRowCount(e, counters, flag->get(e.b, e.loc), hg, w, dqRow);
       return success();
     }
-    MemRefType acc = op.getAcc().getType();
-    int64_t hg = acc.getDimSize(0), w = acc.getDimSize(1);
     if (!chunkable(acc))
       return op.emitOpError() << "GPU store_dq needs a width multiple of 4";
-    Type elem = op.getDq().getType().getElementType();
-    forEachChunk(e, acc, [&](OpBuilder &b, ValueRange idx) {
-      Value v = vector::LoadOp::create(
-          b, e.loc, VectorType::get({4}, b.getF32Type()), op.getAcc(), idx);
-      if (!elem.isF32())
-        v = arith::TruncFOp::create(b, e.loc, VectorType::get({4}, elem), v);
-      Value head = headIndex(b, e.loc, op.getHeadBlock(), hg, idx[0]);
-      vector::StoreOp::create(b, e.loc, v, op.getDq(),
-                              ValueRange{op.getToken(), head, idx[1]});
-    });
-    (void)w;
+    storeChunks(
+        e, acc, counters, hg, w,
+        [&](OpBuilder &b, ValueRange idx) -> Value {
+          Value v = vector::LoadOp::create(
+              b, e.loc, VectorType::get({4}, b.getF32Type()), op.getAcc(), idx);
+          if (!elem.isF32())
+            v = arith::TruncFOp::create(b, e.loc, VectorType::get({4}, elem), v);
+          Value head = headIndex(b, e.loc, op.getHeadBlock(), hg, idx[0]);
+          vector::StoreOp::create(b, e.loc, v, op.getDq(),
+                                  ValueRange{op.getToken(), head, idx[1]});
+          return v;
+        },
+        dqRow);
     return success();
   }
 

@@ -22,7 +22,7 @@ func.func @index_load(%idxs: memref<?x1x?xi32>, %t: index, %k0: index) -> vector
 // -----
 
 // CHECK-LABEL: func.func @index_mask
-// CHECK-SAME: (%[[I:[a-z0-9_]+]]: vector<16xi32>, %[[S:[a-z0-9_]+]]: index, %[[N:[a-z0-9_]+]]: index, %[[LIM:[a-z0-9_]+]]: i32, %[[CNT:[a-z0-9_]+]]: memref<3xi64>)
+// CHECK-SAME: (%[[I:[a-z0-9_]+]]: vector<16xi32>, %[[S:[a-z0-9_]+]]: index, %[[N:[a-z0-9_]+]]: index, %[[LIM:[a-z0-9_]+]]: i32, %[[CNT:[a-z0-9_]+]]: memref<4xi64>)
 // The exact validity predicate: 0 <= idx < S_kv, lane < lanes, idx <= limit.
 // CHECK: %[[IX:[a-z0-9_]+]] = arith.index_cast %[[I]] : vector<16xi32> to vector<16xindex>
 // CHECK: %[[LANE:[a-z0-9_]+]] = vector.step : vector<16xindex>
@@ -43,11 +43,11 @@ func.func @index_load(%idxs: memref<?x1x?xi32>, %t: index, %k0: index) -> vector
 // CHECK: %[[REAL:[a-z0-9_]+]] = arith.andi %[[INV]], %[[INL]] : vector<16xi1>
 // CHECK: %[[W:[a-z0-9_]+]] = arith.extui %[[REAL]] : vector<16xi1> to vector<16xi64>
 // CHECK: %[[SUM:[a-z0-9_]+]] = vector.reduction <add>, %[[W]] : vector<16xi64> into i64
-// CHECK: memref.load %[[CNT]][%c0{{.*}}] : memref<3xi64>
-// CHECK: memref.store %{{.*}}, %[[CNT]][%c0{{.*}}] : memref<3xi64>
+// CHECK: memref.load %[[CNT]][%c0{{.*}}] : memref<4xi64>
+// CHECK: memref.store %{{.*}}, %[[CNT]][%c0{{.*}}] : memref<4xi64>
 // CHECK: return %[[VALID]]
-func.func @index_mask(%i: vector<16xi32>, %s: index, %n: index, %lim: i32, %cnt: memref<3xi64>) -> vector<16xi1> {
-  %m = smla.index_mask %i below %s lanes %n limit %lim counters(%cnt : memref<3xi64>)
+func.func @index_mask(%i: vector<16xi32>, %s: index, %n: index, %lim: i32, %cnt: memref<4xi64>) -> vector<16xi1> {
+  %m = smla.index_mask %i below %s lanes %n limit %lim counters(%cnt : memref<4xi64>)
       : vector<16xi32> -> vector<16xi1>
   return %m : vector<16xi1>
 }
@@ -168,5 +168,44 @@ func.func @scatter(%ds: memref<4x16xf32>, %q: memref<?x4x48xbf16>, %do: memref<?
 func.func @store_and_cast(%acc: memref<4x48xf32>, %dq: memref<?x4x48xbf16>, %t: index, %a: memref<?x1x48xf32>, %dkv: memref<?x1x48xbf16>) {
   smla.store_dq %acc into %dq[%t, %t] : memref<4x48xf32>, memref<?x4x48xbf16>
   smla.cast_dkv %a into %dkv : memref<?x1x48xf32>, memref<?x1x48xbf16>
+  return
+}
+
+// -----
+
+// The non-finite row guard: each stored row ORs !(|v| < inf) over its
+// values, as stored (bf16 widened back), and adds that bit to counters[3].
+// CHECK-LABEL: func.func @store_and_cast_counted
+// CHECK-SAME: %[[CNT:[a-z0-9_]+]]: memref<4xi64>
+// CHECK: %[[INF:[a-z0-9_]+]] = arith.constant 0x7F800000 : f32
+// CHECK: %[[BAD:[a-z0-9_]+]] = scf.for {{.*}} iter_args(%[[ACC:[a-z0-9_]+]] = %false) -> (i1)
+// CHECK:   %[[R:[a-z0-9_]+]] = arith.truncf %{{.*}} : f32 to bf16
+// CHECK:   memref.store %[[R]], %{{.*}} : memref<?x4x48xbf16>
+// CHECK:   %[[W:[a-z0-9_]+]] = arith.extf %[[R]] : bf16 to f32
+// CHECK:   %[[ABS:[a-z0-9_]+]] = math.absf %[[W]] : f32
+// CHECK:   %[[FIN:[a-z0-9_]+]] = arith.cmpf olt, %[[ABS]], %[[INF]] : f32
+// CHECK:   %[[NOT:[a-z0-9_]+]] = arith.xori %[[FIN]], %true : i1
+// CHECK:   %[[OR:[a-z0-9_]+]] = arith.ori %[[ACC]], %[[NOT]] : i1
+// CHECK:   scf.yield %[[OR]] : i1
+// CHECK: %[[C3:[a-z0-9_]+]] = arith.constant 3 : index
+// CHECK: %[[OLD:[a-z0-9_]+]] = memref.load %[[CNT]][%[[C3]]] : memref<4xi64>
+// CHECK: %[[ONE:[a-z0-9_]+]] = arith.extui %[[BAD]] : i1 to i64
+// CHECK: %[[NEW:[a-z0-9_]+]] = arith.addi %[[OLD]], %[[ONE]] : i64
+// CHECK: memref.store %[[NEW]], %[[CNT]][%[[C3]]] : memref<4xi64>
+// The bf16 dkv is counted as stored ...
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: memref.store %{{.*}} : memref<?x1x48xbf16>
+// CHECK: math.absf
+// CHECK: memref.store %{{.*}}, %[[CNT]][%{{.*}}] : memref<4xi64>
+// ... and an f32 result only read and counted.
+// CHECK: %[[V:[a-z0-9_]+]] = memref.load %{{.*}} : memref<?x1x48xf32>
+// CHECK-NOT: memref.store %{{.*}} : memref<?x1x48xf32>
+// CHECK: math.absf %[[V]] : f32
+// CHECK: memref.store %{{.*}}, %[[CNT]][%{{.*}}] : memref<4xi64>
+// CHECK-NOT: smla.
+func.func @store_and_cast_counted(%acc: memref<4x48xf32>, %dq: memref<?x4x48xbf16>, %t: index, %a: memref<?x1x48xf32>, %dkv: memref<?x1x48xbf16>, %cnt: memref<4xi64>) {
+  smla.store_dq %acc into %dq[%t, %t] counters(%cnt : memref<4xi64>) : memref<4x48xf32>, memref<?x4x48xbf16>
+  smla.cast_dkv %a into %dkv counters(%cnt : memref<4xi64>) : memref<?x1x48xf32>, memref<?x1x48xbf16>
+  smla.cast_dkv %a counters(%cnt : memref<4xi64>) : memref<?x1x48xf32>
   return
 }

@@ -91,8 +91,8 @@
 // LOWER: @$3 red.global.add.v2.f32
 // LOWER-COUNT-4: st.async.shared::cluster.mbarrier::complete_tx::bytes.b32 [a], $3, [m];
 // LOWER: @p mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], 8192;
-func.func @b1(%q: memref<?x64x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x64x512xbf16>, %dout: memref<?x64x512xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x64xf32>, %dq: memref<?x64x576xbf16>, %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %counters: memref<3xi64>) {
-  smla.sparse_attention_bwd q(%q : memref<?x64x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x64x512xbf16>) dout(%dout : memref<?x64x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x64xf32>) dq(%dq : memref<?x64x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<3xi64>) {config = #smla.config<d = 512, dt = 64, heads = 64, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 2, tokens = 1>, sm_scale = 0.0416 : f32}
+func.func @b1(%q: memref<?x64x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x64x512xbf16>, %dout: memref<?x64x512xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x64xf32>, %dq: memref<?x64x576xbf16>, %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %counters: memref<4xi64>) {
+  smla.sparse_attention_bwd q(%q : memref<?x64x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x64x512xbf16>) dout(%dout : memref<?x64x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x64xf32>) dq(%dq : memref<?x64x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<4xi64>) {config = #smla.config<d = 512, dt = 64, heads = 64, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 2, tokens = 1>, sm_scale = 0.0416 : f32}
   return
 }
 
@@ -112,8 +112,8 @@ func.func @b1(%q: memref<?x64x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?
 // LOWER-SAME: smla.dynamic_smem = 227328
 // LOWER: mbarrier.try_wait.parity.shared::cta.b64
 // LOWER: st.async.shared::cluster.mbarrier::complete_tx::bytes.b32
-func.func @h128(%q: memref<?x128x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x128x512xbf16>, %dout: memref<?x128x512xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x128xf32>, %dq: memref<?x128x576xbf16>, %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %counters: memref<3xi64>) {
-  smla.sparse_attention_bwd q(%q : memref<?x128x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x128x512xbf16>) dout(%dout : memref<?x128x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x128xf32>) dq(%dq : memref<?x128x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<3xi64>) {config = #smla.config<d = 512, dt = 64, heads = 128, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 4, tokens = 1>, sm_scale = 0.0416 : f32}
+func.func @h128(%q: memref<?x128x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x128x512xbf16>, %dout: memref<?x128x512xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x128xf32>, %dq: memref<?x128x576xbf16>, %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %counters: memref<4xi64>) {
+  smla.sparse_attention_bwd q(%q : memref<?x128x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x128x512xbf16>) dout(%dout : memref<?x128x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x128xf32>) dq(%dq : memref<?x128x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<4xi64>) {config = #smla.config<d = 512, dt = 64, heads = 128, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 4, tokens = 1>, sm_scale = 0.0416 : f32}
   return
 }
 

@@ -68,7 +68,7 @@
 // LOWER-COUNT-16: math.exp2
 // LOWER-NOT: math.exp2
 // LOWER-NOT: memref.atomic_rmw
-// LOWER: memref.atomic_rmw addi %{{.*}}, %{{.*}}[%c2{{.*}}] : (i64, memref<3xi64>) -> i64
+// LOWER: memref.atomic_rmw addi %{{.*}}, %{{.*}}[%c2{{.*}}] : (i64, memref<4xi64>) -> i64
 // LOWER-NOT: memref.atomic_rmw
 // LOWER: "fence.proxy.async.shared::cta;"
 // LOWER: %[[SLOT:.*]] = arith.subi %thread_id_x, %c128
@@ -87,8 +87,8 @@
 // TILE: memref.store %{{.*}} : memref<32x64xf32
 // TILE: gpu.return
 
-func.func @pair(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x32x512xbf16>, %dout: memref<?x32x512xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x32xf32>, %dq: memref<?x32x576xbf16>, %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %counters: memref<3xi64>) {
-  smla.sparse_attention_bwd q(%q : memref<?x32x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x32x512xbf16>) dout(%dout : memref<?x32x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x32xf32>) dq(%dq : memref<?x32x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<3xi64>) {config = #smla.config<d = 512, dt = 64, heads = 32, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 1, tokens = 2>, sm_scale = 0.0416 : f32}
+func.func @pair(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x32x512xbf16>, %dout: memref<?x32x512xbf16>, %indices: memref<?x1x?xi32>, %lse: memref<?x32xf32>, %dq: memref<?x32x576xbf16>, %dkv_accum: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %counters: memref<4xi64>) {
+  smla.sparse_attention_bwd q(%q : memref<?x32x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x32x512xbf16>) dout(%dout : memref<?x32x512xbf16>) indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x32xf32>) dq(%dq : memref<?x32x576xbf16>) dkv_accum(%dkv_accum : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%counters : memref<4xi64>) {config = #smla.config<d = 512, dt = 64, heads = 32, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, headBlocks = 1, tokens = 2>, sm_scale = 0.0416 : f32}
   return
 }
 

@@ -66,13 +66,13 @@ func.func @pair(%q: memref<?x4x48xbf16>, %kv: memref<?x1x48xbf16>,
                 %idx: memref<?x1x?xi32>, %lse: memref<?x4xf32>,
                 %pos: memref<?xi32>, %dq: memref<?x4x48xf32>,
                 %acc: memref<?x1x48xf32>, %dkv: memref<?x1x48xbf16>,
-                %cnt: memref<3xi64>) {
+                %cnt: memref<4xi64>) {
   smla.sparse_attention_bwd q(%q : memref<?x4x48xbf16>)
       kv(%kv : memref<?x1x48xbf16>) o(%o : memref<?x4x32xbf16>)
       dout(%do : memref<?x4x32xbf16>) indices(%idx : memref<?x1x?xi32>)
       lse(%lse : memref<?x4xf32>) positions(%pos : memref<?xi32>)
       dq(%dq : memref<?x4x48xf32>) dkv_accum(%acc : memref<?x1x48xf32>)
-      dkv(%dkv : memref<?x1x48xbf16>) counters(%cnt : memref<3xi64>)
+      dkv(%dkv : memref<?x1x48xbf16>) counters(%cnt : memref<4xi64>)
       {config = #smla.config<d = 32, dt = 16, heads = 4, groups = 1,
           block = 16, lseBase = base2, positions = true, dqType = f32,
           dkvType = bf16, tokens = 2>, sm_scale = 0.125 : f32}

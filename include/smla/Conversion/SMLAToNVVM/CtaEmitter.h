@@ -85,6 +85,30 @@ void emitCount(OpBuilder &b, Location loc, Value counters, int64_t slot,
 void emitCounts(OpBuilder &b, Location loc, Value counters, int64_t slot,
                 ValueRange conds);
 
+/// The non-finite row guard (LowerNonFiniteRows.cpp). isNonFinite: an i1
+/// that holds when the stored value (a float or a vector of them, widened
+/// to f32) has a NaN or an Inf. emitNonFiniteRowCount: after a CTA stored
+/// `rows` rows of `width` values, each thread having `flagged` what it
+/// stored, a barrier with an OR reduction (every thread must reach it);
+/// if any thread flagged a value, thread per row re-reads its row through
+/// `load` (f32 or bf16 at (row, col)) and adds 1 to counters[kNonFiniteRows]
+/// for each row holding a NaN or an Inf.
+using RowLoadFn = std::function<Value(OpBuilder &, Location, Value row,
+                                      Value col)>;
+Value isNonFinite(OpBuilder &b, Location loc, Value stored);
+/// A thread's flag for stores in nested regions: a private variable (a
+/// register once promoted), cleared where it is created, OR-ed by add.
+struct NonFiniteFlag {
+  /// The variable (allocated at the entry of `op`'s function), cleared at
+  /// b's insertion point.
+  NonFiniteFlag(OpBuilder &b, Location loc, Operation *op);
+  void add(OpBuilder &b, Location loc, Value stored);
+  Value get(OpBuilder &b, Location loc);
+  Value slot;
+};
+void emitNonFiniteRowCount(CtaEmitter &e, Value counters, Value flagged,
+                           int64_t rows, int64_t width, const RowLoadFn &load);
+
 /// `@valid red.global.add.v{2,4}.f32 [dkv[select(valid, raw, 0), g, col]],
 /// values` (2 or 4 consecutive columns): a masked lane adds nothing and its
 /// index never becomes an address. `--smla-diagnostic-dkv` (measurements
@@ -218,7 +242,8 @@ void armPartnerTiles(CtaEmitter &e, const PartnerTiles &t);
 /// size in 8-register slots for a width (0: the form does not apply).
 int64_t dqPackedSlots(int64_t width);
 void lowerDqPacked(CtaEmitter &e, DqPackedOp op, Value regs);
-void storeDqPackedRegisters(CtaEmitter &e, StoreDqOp op, Value regs);
+void storeDqPackedRegisters(CtaEmitter &e, StoreDqOp op, Value regs,
+                            NonFiniteFlag *flag = nullptr);
 
 /// dq_accumulate; with `regs` (mma only) in the register form
 /// (LowerDqMma.cpp): C in the private array of `slots` column pairs.
@@ -234,9 +259,11 @@ Value allocDqRegisters(OpBuilder &b, Location loc, int64_t slots);
 /// register).
 Value loadReg(OpBuilder &b, Location loc, Value regs, int64_t i);
 void storeReg(OpBuilder &b, Location loc, Value regs, int64_t i, Value v);
-/// The register form's fill with zeros and store_dq.
+/// The register form's fill with zeros and store_dq (with `flag`, which
+/// also flags each stored value that is a NaN or an Inf).
 void zeroDqRegisters(CtaEmitter &e, Value regs, int64_t slots);
-void storeDqRegisters(CtaEmitter &e, StoreDqOp op, Value regs, int64_t slots);
+void storeDqRegisters(CtaEmitter &e, StoreDqOp op, Value regs, int64_t slots,
+                      NonFiniteFlag *flag = nullptr);
 
 } // namespace mlir::smla
 

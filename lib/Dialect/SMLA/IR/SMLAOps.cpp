@@ -409,6 +409,17 @@ LogicalResult ScatterPackedOp::verify() {
   return success();
 }
 
+/// A tile op's `counters`, when present, holds every counter slot.
+static LogicalResult checkCounters(Operation *op, Value counters) {
+  if (!counters)
+    return success();
+  int64_t n = cast<MemRefType>(counters.getType()).getDimSize(0);
+  if (ShapedType::isDynamic(n) || n == kNumCounters)
+    return success();
+  return op->emitOpError() << "operand 'counters' must have " << kNumCounters
+                           << " elements, got " << n;
+}
+
 LogicalResult StoreDqOp::verify() {
   if (failed(checkHeadsPerGroup(*this, "dq", getDq(), dim(getAcc(), 0))))
     return failure();
@@ -416,14 +427,19 @@ LogicalResult StoreDqOp::verify() {
     return emitOpError() << "acc width (" << dim(getAcc(), 1)
                          << ") must equal the dq width (" << dim(getDq(), 2)
                          << ")";
-  return success();
+  return checkCounters(*this, getCounters());
 }
 
 LogicalResult CastDkvOp::verify() {
-  auto src = getAccum().getType(), dst = getDkv().getType();
-  for (unsigned i = 1; i < 3; ++i)
-    if (src.getDimSize(i) != dst.getDimSize(i))
-      return emitOpError() << "accum and dkv must have the same shape, got "
-                           << src << " and " << dst;
-  return success();
+  if (!getDkv() && !getCounters())
+    return emitOpError() << "needs 'dkv' to round into, 'counters' to count "
+                            "into, or both";
+  if (Value dkv = getDkv()) {
+    auto src = getAccum().getType(), dst = cast<MemRefType>(dkv.getType());
+    for (unsigned i = 1; i < 3; ++i)
+      if (src.getDimSize(i) != dst.getDimSize(i))
+        return emitOpError() << "accum and dkv must have the same shape, got "
+                             << src << " and " << dst;
+  }
+  return checkCounters(*this, getCounters());
 }

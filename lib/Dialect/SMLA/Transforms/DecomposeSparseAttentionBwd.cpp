@@ -194,13 +194,17 @@ void decompose(SparseAttentionBwdOp op) {
                               limits);
                     scf::YieldOp::create(b, loc);
                   });
-              StoreDqOp::create(b, loc, s.dqAcc, op.getDq(), t, hb);
+              StoreDqOp::create(b, loc, s.dqAcc, op.getDq(), t, hb,
+                                op.getCounters());
               scf::YieldOp::create(b, loc);
             });
         scf::YieldOp::create(b, loc);
       });
-  if (op.getDkv())
-    CastDkvOp::create(b, loc, op.getDkvAccum(), op.getDkv());
+  // The bf16 result is rounded from the accumulator; either result's
+  // non-finite rows are counted once every scatter has landed.
+  if (op.getDkv() || op.getCounters())
+    CastDkvOp::create(b, loc, op.getDkvAccum(), op.getDkv(),
+                      op.getCounters());
   op.erase();
 }
 

@@ -146,9 +146,9 @@ func.func @positions_extra(%q: memref<?x16x576xbf16>, %kv: memref<?x1x576xbf16>,
 
 // -----
 
-func.func @counters_size(%q: memref<?x16x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x16x512xbf16>, %do: memref<?x16x512xbf16>, %idx: memref<?x1x?xi32>, %lse: memref<?x16xf32>, %dq: memref<?x16x576xbf16>, %acc: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %cnt: memref<4xi64>) {
-  // expected-error @+1 {{operand 'counters' dimension 0 must be 3, got 4}}
-  smla.sparse_attention_bwd q(%q : memref<?x16x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x16x512xbf16>) dout(%do : memref<?x16x512xbf16>) indices(%idx : memref<?x1x?xi32>) lse(%lse : memref<?x16xf32>) dq(%dq : memref<?x16x576xbf16>) dkv_accum(%acc : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%cnt : memref<4xi64>)
+func.func @counters_size(%q: memref<?x16x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x16x512xbf16>, %do: memref<?x16x512xbf16>, %idx: memref<?x1x?xi32>, %lse: memref<?x16xf32>, %dq: memref<?x16x576xbf16>, %acc: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %cnt: memref<3xi64>) {
+  // expected-error @+1 {{operand 'counters' dimension 0 must be 4, got 3}}
+  smla.sparse_attention_bwd q(%q : memref<?x16x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x16x512xbf16>) dout(%do : memref<?x16x512xbf16>) indices(%idx : memref<?x1x?xi32>) lse(%lse : memref<?x16xf32>) dq(%dq : memref<?x16x576xbf16>) dkv_accum(%acc : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) counters(%cnt : memref<3xi64>)
       {config = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>, sm_scale = 0.0416666679 : f32}
   return
 }

@@ -5,7 +5,7 @@
 // Every op and attribute of the dialect round-trips.
 
 // CHECK-LABEL: func.func @whole
-// CHECK: smla.sparse_attention_bwd q(%{{.*}} : memref<?x16x576xbf16>) kv(%{{.*}} : memref<?x1x576xbf16>) o(%{{.*}} : memref<?x16x512xbf16>) dout(%{{.*}} : memref<?x16x512xbf16>) indices(%{{.*}} : memref<?x1x?xi32>) lse(%{{.*}} : memref<?x16xf32>) positions(%{{.*}} : memref<?xi32>) dq(%{{.*}} : memref<?x16x576xbf16>) dkv_accum(%{{.*}} : memref<?x1x576xf32>) dkv(%{{.*}} : memref<?x1x576xbf16>) counters(%{{.*}} : memref<3xi64>)
+// CHECK: smla.sparse_attention_bwd q(%{{.*}} : memref<?x16x576xbf16>) kv(%{{.*}} : memref<?x1x576xbf16>) o(%{{.*}} : memref<?x16x512xbf16>) dout(%{{.*}} : memref<?x16x512xbf16>) indices(%{{.*}} : memref<?x1x?xi32>) lse(%{{.*}} : memref<?x16xf32>) positions(%{{.*}} : memref<?xi32>) dq(%{{.*}} : memref<?x16x576xbf16>) dkv_accum(%{{.*}} : memref<?x1x576xf32>) dkv(%{{.*}} : memref<?x1x576xbf16>) counters(%{{.*}} : memref<4xi64>)
 // CHECK-SAME: config = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = true, dqType = bf16, dkvType = bf16>
 // CHECK-SAME: sm_scale = 0.0416666679 : f32
 func.func @whole(%q: memref<?x16x576xbf16>, %kv: memref<?x1x576xbf16>,
@@ -13,13 +13,13 @@ func.func @whole(%q: memref<?x16x576xbf16>, %kv: memref<?x1x576xbf16>,
                  %idx: memref<?x1x?xi32>, %lse: memref<?x16xf32>,
                  %pos: memref<?xi32>, %dq: memref<?x16x576xbf16>,
                  %acc: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>,
-                 %cnt: memref<3xi64>) {
+                 %cnt: memref<4xi64>) {
   smla.sparse_attention_bwd q(%q : memref<?x16x576xbf16>)
       kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x16x512xbf16>)
       dout(%do : memref<?x16x512xbf16>) indices(%idx : memref<?x1x?xi32>)
       lse(%lse : memref<?x16xf32>) positions(%pos : memref<?xi32>)
       dq(%dq : memref<?x16x576xbf16>) dkv_accum(%acc : memref<?x1x576xf32>)
-      dkv(%dkv : memref<?x1x576xbf16>) counters(%cnt : memref<3xi64>)
+      dkv(%dkv : memref<?x1x576xbf16>) counters(%cnt : memref<4xi64>)
       {config = #smla.config<d = 512, dt = 64, heads = 16, groups = 1,
           block = 64, lseBase = base2, positions = true, dqType = bf16,
           dkvType = bf16>, sm_scale = 0.0416666679 : f32}
@@ -52,7 +52,7 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
                  %o: memref<?x4x32xbf16>, %do: memref<?x4x32xbf16>,
                  %idx: memref<?x2x?xi32>, %lse: memref<?x4xf32>,
                  %dq: memref<?x4x48xbf16>, %acc: memref<?x2x48xf32>,
-                 %dkv: memref<?x2x48xbf16>, %cnt: memref<3xi64>,
+                 %dkv: memref<?x2x48xbf16>, %cnt: memref<4xi64>,
                  %t: index, %g: index, %k0: index, %s: index, %n: index,
                  %pos: i32) {
   %keys = memref.alloca() : memref<16x48xbf16>
@@ -65,18 +65,18 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
   // CHECK: smla.delta %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] into %{{.*}} : memref<?x4x32xbf16>, memref<?x4x32xbf16>, memref<2xf32>
   smla.delta %o, %do[%t, %g] into %delta
       : memref<?x4x32xbf16>, memref<?x4x32xbf16>, memref<2xf32>
-  // CHECK: %[[IDX:.*]] = smla.index_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] limit %{{.*}} counters(%{{.*}} : memref<3xi64>) : memref<?x2x?xi32> -> vector<16xi32>
-  %i = smla.index_load %idx[%t, %g, %k0] limit %pos counters(%cnt : memref<3xi64>)
+  // CHECK: %[[IDX:.*]] = smla.index_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] limit %{{.*}} counters(%{{.*}} : memref<4xi64>) : memref<?x2x?xi32> -> vector<16xi32>
+  %i = smla.index_load %idx[%t, %g, %k0] limit %pos counters(%cnt : memref<4xi64>)
       : memref<?x2x?xi32> -> vector<16xi32>
   // CHECK: smla.index_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x2x?xi32> -> vector<16xi32>
   %i2 = smla.index_load %idx[%t, %g, %k0] : memref<?x2x?xi32> -> vector<16xi32>
-  // CHECK: %[[M:.*]] = smla.index_mask %[[IDX]] below %{{.*}} lanes %{{.*}} limit %{{.*}} counters(%{{.*}} : memref<3xi64>) : vector<16xi32> -> vector<16xi1>
-  %m = smla.index_mask %i below %s lanes %n limit %pos counters(%cnt : memref<3xi64>)
+  // CHECK: %[[M:.*]] = smla.index_mask %[[IDX]] below %{{.*}} lanes %{{.*}} limit %{{.*}} counters(%{{.*}} : memref<4xi64>) : vector<16xi32> -> vector<16xi1>
+  %m = smla.index_mask %i below %s lanes %n limit %pos counters(%cnt : memref<4xi64>)
       : vector<16xi32> -> vector<16xi1>
   // CHECK: smla.index_mask %{{.*}} below %{{.*}} lanes %{{.*}} : vector<16xi32> -> vector<16xi1>
   %m2 = smla.index_mask %i2 below %s lanes %n : vector<16xi32> -> vector<16xi1>
-  // CHECK: %[[L:.*]] = smla.row_live %{{.*}}[%{{.*}}, %{{.*}}] counters(%{{.*}} : memref<3xi64>) : memref<?x4xf32> -> vector<2xi1>
-  %live = smla.row_live %lse[%t, %g] counters(%cnt : memref<3xi64>)
+  // CHECK: %[[L:.*]] = smla.row_live %{{.*}}[%{{.*}}, %{{.*}}] counters(%{{.*}} : memref<4xi64>) : memref<?x4xf32> -> vector<2xi1>
+  %live = smla.row_live %lse[%t, %g] counters(%cnt : memref<4xi64>)
       : memref<?x4xf32> -> vector<2xi1>
   // CHECK: smla.gather %{{.*}}[%{{.*}}] rows(%[[IDX]]) mask(%[[M]] : vector<16xi1>) into %{{.*}} : memref<?x2x48xbf16>, vector<16xi32>, memref<16x48xbf16>
   smla.gather %kv[%g] rows(%i) mask(%m : vector<16xi1>) into %keys
@@ -87,9 +87,9 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
   // CHECK: smla.tile_dot %{{.*}}[%{{.*}}, %{{.*}}], %{{.*}} into %{{.*}} : memref<?x4x48xbf16>, memref<16x48xbf16>, memref<2x16xf32>
   smla.tile_dot %q[%t, %g], %keys into %sc
       : memref<?x4x48xbf16>, memref<16x48xbf16>, memref<2x16xf32>
-  // CHECK: smla.softmax %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] mask(%[[M]] : vector<16xi1>) live(%[[L]] : vector<2xi1>) counters(%{{.*}} : memref<3xi64>) into %{{.*}} {base = #smla<lse_base natural>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32}
+  // CHECK: smla.softmax %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] mask(%[[M]] : vector<16xi1>) live(%[[L]] : vector<2xi1>) counters(%{{.*}} : memref<4xi64>) into %{{.*}} {base = #smla<lse_base natural>, clamp = 3.200000e+01 : f32, scale = 1.250000e-01 : f32}
   smla.softmax %sc, %lse[%t, %g] mask(%m : vector<16xi1>)
-      live(%live : vector<2xi1>) counters(%cnt : memref<3xi64>) into %p
+      live(%live : vector<2xi1>) counters(%cnt : memref<4xi64>) into %p
       {base = #smla<lse_base natural>, clamp = 32.0 : f32, scale = 0.125 : f32}
       : memref<2x16xf32>, memref<?x4xf32>, memref<2x16xf32>
   // CHECK: smla.softmax %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] into %{{.*}} {base = #smla<lse_base base2>, scale = 1.250000e-01 : f32}
@@ -145,6 +145,21 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
   smla.store_dq %dqa into %dq[%t, %g] : memref<2x48xf32>, memref<?x4x48xbf16>
   // CHECK: smla.cast_dkv %{{.*}} into %{{.*}} : memref<?x2x48xf32>, memref<?x2x48xbf16>
   smla.cast_dkv %acc into %dkv : memref<?x2x48xf32>, memref<?x2x48xbf16>
+  return
+}
+
+// The non-finite row guard: store_dq and cast_dkv count into `counters`;
+// a cast without `into` only counts (an f32 result).
+// CHECK-LABEL: func.func @nonfinite_row_counts
+// CHECK: smla.store_dq %{{.*}} into %{{.*}}[%{{.*}}, %{{.*}}] counters(%{{.*}} : memref<4xi64>) : memref<2x48xf32>, memref<?x4x48xbf16>
+// CHECK: smla.cast_dkv %{{.*}} into %{{.*}} counters(%{{.*}} : memref<4xi64>) : memref<?x2x48xf32>, memref<?x2x48xbf16>
+// CHECK: smla.cast_dkv %{{.*}} counters(%{{.*}} : memref<4xi64>) : memref<?x2x48xf32>
+func.func @nonfinite_row_counts(%acc: memref<2x48xf32>, %dq: memref<?x4x48xbf16>,
+                                %dacc: memref<?x2x48xf32>, %dkv: memref<?x2x48xbf16>,
+                                %cnt: memref<4xi64>, %t: index) {
+  smla.store_dq %acc into %dq[%t, %t] counters(%cnt : memref<4xi64>) : memref<2x48xf32>, memref<?x4x48xbf16>
+  smla.cast_dkv %dacc into %dkv counters(%cnt : memref<4xi64>) : memref<?x2x48xf32>, memref<?x2x48xbf16>
+  smla.cast_dkv %dacc counters(%cnt : memref<4xi64>) : memref<?x2x48xf32>
   return
 }
 

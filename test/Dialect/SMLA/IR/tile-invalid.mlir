@@ -234,6 +234,23 @@ func.func @cast_shape(%acc: memref<?x1x48xf32>, %dkv: memref<?x2x48xbf16>) {
 
 // -----
 
+func.func @cast_nothing(%acc: memref<?x1x48xf32>) {
+  // expected-error @+1 {{needs 'dkv' to round into, 'counters' to count into, or both}}
+  smla.cast_dkv %acc : memref<?x1x48xf32>
+  return
+}
+
+// -----
+
+func.func @store_counter_slots(%acc: memref<4x48xf32>, %dq: memref<?x4x48xbf16>, %t: index,
+                               %cnt: memref<3xi64>) {
+  // expected-error @+1 {{operand 'counters' must have 4 elements, got 3}}
+  smla.store_dq %acc into %dq[%t, %t] counters(%cnt : memref<3xi64>) : memref<4x48xf32>, memref<?x4x48xbf16>
+  return
+}
+
+// -----
+
 func.func @pair_mask_length(%a: vector<16xi32>, %ma: vector<8xi1>, %b: vector<16xi32>, %mb: vector<8xi1>) {
   // expected-error @+1 {{length of 'mask' (8) must equal the number of indices (16)}}
   %u, %m, %keep = smla.index_pair %a mask(%ma), %b mask(%mb) : vector<16xi32>, vector<8xi1>

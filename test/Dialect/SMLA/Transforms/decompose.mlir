@@ -3,7 +3,7 @@
 // RUN: not smla-opt %s --smla-decompose --smla-verify-guards 2>&1 | FileCheck %s --check-prefix=REFUSED
 
 // CHECK-LABEL: func.func @small
-// CHECK-SAME: (%[[Q:.*]]: memref<?x4x48xbf16>, %[[KV:.*]]: memref<?x2x48xbf16>, %[[O:.*]]: memref<?x4x32xbf16>, %[[DO:.*]]: memref<?x4x32xbf16>, %[[IDX:.*]]: memref<?x2x?xi32>, %[[LSE:.*]]: memref<?x4xf32>, %[[POS:.*]]: memref<?xi32>, %[[DQ:.*]]: memref<?x4x48xf32>, %[[ACC:.*]]: memref<?x2x48xf32>, %[[DKV:.*]]: memref<?x2x48xbf16>, %[[CNT:.*]]: memref<3xi64>)
+// CHECK-SAME: (%[[Q:.*]]: memref<?x4x48xbf16>, %[[KV:.*]]: memref<?x2x48xbf16>, %[[O:.*]]: memref<?x4x32xbf16>, %[[DO:.*]]: memref<?x4x32xbf16>, %[[IDX:.*]]: memref<?x2x?xi32>, %[[LSE:.*]]: memref<?x4xf32>, %[[POS:.*]]: memref<?xi32>, %[[DQ:.*]]: memref<?x4x48xf32>, %[[ACC:.*]]: memref<?x2x48xf32>, %[[DKV:.*]]: memref<?x2x48xbf16>, %[[CNT:.*]]: memref<4xi64>)
 // CHECK-DAG: %[[C16:.*]] = arith.constant 16 : index
 // CHECK-DAG: %[[C2G:.*]] = arith.constant 2 : index
 // CHECK-DAG: %[[T:.*]] = memref.dim %[[Q]], %{{.*}} : memref<?x4x48xbf16>
@@ -26,18 +26,18 @@
 // CHECK:     linalg.fill ins(%{{.*}} : f32) outs(%[[DQA]] : memref<2x48xf32>)
 // CHECK:     scf.for %[[B:.*]] = %{{.*}} to %[[NB]]
 // CHECK:       %[[K0:.*]] = arith.muli %[[B]], %[[C16]] : index
-// CHECK:       %[[I:.*]] = smla.index_load %[[IDX]][%[[TI]], %[[GI]], %[[K0]]] limit %[[LIM]] counters(%[[CNT]] : memref<3xi64>) : memref<?x2x?xi32> -> vector<16xi32>
+// CHECK:       %[[I:.*]] = smla.index_load %[[IDX]][%[[TI]], %[[GI]], %[[K0]]] limit %[[LIM]] counters(%[[CNT]] : memref<4xi64>) : memref<?x2x?xi32> -> vector<16xi32>
 // CHECK:       smla.gather %[[KV]][%[[GI]]] rows(%[[I]]) into %[[KEYS]]
 // Both block products read only the gathered tile, so they come first.
 // CHECK:       smla.tile_dot %[[Q]][%[[TI]], %[[GI]]], %[[KEYS]] into %[[S]]
 // CHECK:       smla.tile_dot %[[DO]][%[[TI]], %[[GI]]], %[[KEYS]] into %[[DP]]
-// CHECK:       smla.softmax %[[S]], %[[LSE]][%[[TI]], %[[GI]]] counters(%[[CNT]] : memref<3xi64>) into %[[P]] {base = #smla<lse_base base2>, scale = 1.250000e-01 : f32}
+// CHECK:       smla.softmax %[[S]], %[[LSE]][%[[TI]], %[[GI]]] counters(%[[CNT]] : memref<4xi64>) into %[[P]] {base = #smla<lse_base base2>, scale = 1.250000e-01 : f32}
 // CHECK:       smla.dscores %[[P]], %[[DP]], %[[DELTA]] into %[[DS]] {scale = 1.250000e-01 : f32}
 // CHECK:       smla.dq_accumulate %[[DS]], %[[KEYS]] into %[[DQA]]
 // CHECK:       smla.scatter_dkv %[[DS]], %[[P]], %[[Q]], %[[DO]][%[[TI]], %[[GI]]] rows(%[[I]]) into %[[ACC]][%[[GI]]]
 // CHECK:     }
-// CHECK:     smla.store_dq %[[DQA]] into %[[DQ]][%[[TI]], %[[GI]]]
-// CHECK: smla.cast_dkv %[[ACC]] into %[[DKV]]
+// CHECK:     smla.store_dq %[[DQA]] into %[[DQ]][%[[TI]], %[[GI]]] counters(%[[CNT]] : memref<4xi64>)
+// CHECK: smla.cast_dkv %[[ACC]] into %[[DKV]] counters(%[[CNT]] : memref<4xi64>)
 // CHECK-NOT: smla.sparse_attention_bwd
 // REFUSED: error: 'smla.gather' op is an unguarded gather: has no index mask
 // REFUSED: error: 'smla.softmax' op is an unguarded exponential: has no clamp
@@ -47,21 +47,22 @@ func.func @small(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
                  %idx: memref<?x2x?xi32>, %lse: memref<?x4xf32>,
                  %pos: memref<?xi32>, %dq: memref<?x4x48xf32>,
                  %acc: memref<?x2x48xf32>, %dkv: memref<?x2x48xbf16>,
-                 %cnt: memref<3xi64>) {
+                 %cnt: memref<4xi64>) {
   smla.sparse_attention_bwd q(%q : memref<?x4x48xbf16>)
       kv(%kv : memref<?x2x48xbf16>) o(%o : memref<?x4x32xbf16>)
       dout(%do : memref<?x4x32xbf16>) indices(%idx : memref<?x2x?xi32>)
       lse(%lse : memref<?x4xf32>) positions(%pos : memref<?xi32>)
       dq(%dq : memref<?x4x48xf32>) dkv_accum(%acc : memref<?x2x48xf32>)
-      dkv(%dkv : memref<?x2x48xbf16>) counters(%cnt : memref<3xi64>)
+      dkv(%dkv : memref<?x2x48xbf16>) counters(%cnt : memref<4xi64>)
       {config = #smla.config<d = 32, dt = 16, heads = 4, groups = 2,
           block = 16, lseBase = base2, positions = true, dqType = f32,
           dkvType = bf16>, sm_scale = 0.125 : f32}
   return
 }
 
-// Without positions the index loads carry no limit; with an f32 dkv there is
-// no final cast; the natural-log base is kept on the softmax.
+// Without positions the index loads carry no limit; with an f32 dkv and no
+// counters there is no final cast; the natural-log base is kept on the
+// softmax.
 // CHECK-LABEL: func.func @plain
 // CHECK-NOT: memref.load
 // CHECK: smla.index_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x1x?xi32> -> vector<32xi32>
@@ -90,7 +91,7 @@ func.func @plain(%q: memref<?x20x64xbf16>, %kv: memref<?x1x64xbf16>,
 // (a counting mask whose lane count is 0 in the other blocks).
 // CHECK-LABEL: func.func @split
 // CHECK-SAME: %[[KV:[^:]*]]: memref<?x2x48xbf16>
-// CHECK-SAME: %[[ACC:[^:]*]]: memref<?x2x48xf32>, %[[CNT:[^:]*]]: memref<3xi64>
+// CHECK-SAME: %[[ACC:[^:]*]]: memref<?x2x48xf32>, %[[CNT:[^:]*]]: memref<4xi64>
 // CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
 // CHECK: memref.alloca() : memref<16x48xbf16>
 // CHECK: %[[S:.*]] = memref.alloca() : memref<2x16xf32>
@@ -105,21 +106,23 @@ func.func @plain(%q: memref<?x20x64xbf16>, %kv: memref<?x1x64xbf16>,
 // CHECK:       %[[R:.*]] = arith.remui %[[HB]], %{{.*}} : index
 // CHECK:       %[[FIRST:.*]] = arith.cmpi eq, %[[R]], %{{.*}} : index
 // CHECK:       %[[N:.*]] = arith.select %[[FIRST]], %{{.*}}, %{{.*}} : index
-// CHECK:       smla.index_mask %[[I]] below %{{.*}} lanes %[[N]] counters(%[[CNT]] : memref<3xi64>)
+// CHECK:       smla.index_mask %[[I]] below %{{.*}} lanes %[[N]] counters(%[[CNT]] : memref<4xi64>)
 // CHECK:       smla.gather %[[KV]][%[[G]]] rows(%[[I]]) into
 // CHECK:       smla.tile_dot %{{.*}}[%[[TI]], %[[HB]]], %{{.*}} into %[[S]]
 // CHECK:       smla.softmax %[[S]], %{{.*}}[%[[TI]], %[[HB]]]
 // CHECK:       smla.scatter_dkv %{{.*}}[%[[TI]], %[[HB]]] rows(%[[I]]) into %[[ACC]][%[[G]]]
-// CHECK:     smla.store_dq %{{.*}} into %{{.*}}[%[[TI]], %[[HB]]]
+// CHECK:     smla.store_dq %{{.*}} into %{{.*}}[%[[TI]], %[[HB]]] counters(%[[CNT]] : memref<4xi64>)
+// An f32 dkv is the accumulator itself: a cast that only counts.
+// CHECK: smla.cast_dkv %{{.*}} counters(%[[CNT]] : memref<4xi64>) : memref<?x2x48xf32>{{$}}
 func.func @split(%q: memref<?x8x48xbf16>, %kv: memref<?x2x48xbf16>,
                  %o: memref<?x8x32xbf16>, %idx: memref<?x2x?xi32>,
                  %lse: memref<?x8xf32>, %dq: memref<?x8x48xf32>,
-                 %acc: memref<?x2x48xf32>, %cnt: memref<3xi64>) {
+                 %acc: memref<?x2x48xf32>, %cnt: memref<4xi64>) {
   smla.sparse_attention_bwd q(%q : memref<?x8x48xbf16>)
       kv(%kv : memref<?x2x48xbf16>) o(%o : memref<?x8x32xbf16>)
       dout(%o : memref<?x8x32xbf16>) indices(%idx : memref<?x2x?xi32>)
       lse(%lse : memref<?x8xf32>) dq(%dq : memref<?x8x48xf32>)
-      dkv_accum(%acc : memref<?x2x48xf32>) counters(%cnt : memref<3xi64>)
+      dkv_accum(%acc : memref<?x2x48xf32>) counters(%cnt : memref<4xi64>)
       {config = #smla.config<d = 32, dt = 16, heads = 8, groups = 2,
           block = 16, lseBase = base2, positions = false, dqType = f32,
           dkvType = f32, headBlocks = 2>, sm_scale = 0.125 : f32}

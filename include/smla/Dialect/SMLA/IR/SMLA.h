@@ -28,9 +28,14 @@
 
 namespace mlir::smla {
 /// Counter slots of the optional `counters` buffer.
-enum CounterSlot : int64_t { kInvalidSlots = 0, kDeadRows = 1, kClamped = 2 };
+enum CounterSlot : int64_t {
+  kInvalidSlots = 0,
+  kDeadRows = 1,
+  kClamped = 2,
+  kNonFiniteRows = 3
+};
 /// Number of counters.
-constexpr int64_t kNumCounters = 3;
+constexpr int64_t kNumCounters = 4;
 /// Upper bound on the base-2 softmax exponent after the clamp. Consistent
 /// inputs never exceed 0 (lse is at least the largest score); 32 leaves room
 /// for rounding and still keeps P <= 2^32, far from fp32 overflow even after

@@ -45,7 +45,7 @@ def SMLA_SparseAttentionBwdOp
     | dq | [T, H, W] | config.dqType |
     | dkv_accum | [S_kv, G, W] | f32 (overwritten with the result) |
     | dkv (iff config.dkvType is bf16) | [S_kv, G, W] | bf16 |
-    | counters (optional) | [3] | i64: invalid slots, dead rows, clamps |
+    | counters (optional) | [4] | i64: invalid slots, dead rows, clamps, non-finite rows |
 
     Slot (t, g, j) is valid iff `0 <= indices[t,g,j] < S_kv` and, with
     positions, `indices[t,g,j] <= positions[t]`; an invalid slot is never
@@ -54,7 +54,10 @@ def SMLA_SparseAttentionBwdOp
     `dS = P*(dP - Delta)*scale`, `dq += dS*k`,
     `dkv[idx] += sum_h dS*q`, `dkv[idx, :D] += sum_h P*do`. A row whose lse
     is not finite, or that has no valid slot, is dead: P = 0, its dq row is
-    0, and it adds nothing to dkv.
+    0, and it adds nothing to dkv. Finite inputs of extreme magnitude can
+    still overflow f32: `counters[3]` counts the rows of the results (dq
+    rows (t, h) and rows (s, g) of dkv, or of dkv_accum without dkv) that
+    hold a NaN or an Inf in their stored type.
 
     Example:
     ```mlir
@@ -487,34 +490,44 @@ def SMLA_StoreDqOp : SMLA_Op<"store_dq"> {
   let summary = "Write the dQ rows of one token and head block";
   let description = [{
     `dq[t, hb*Hb + h, c] = convert(acc[h, c])` (f32, or bf16 rounded to
-    nearest even).
+    nearest even). With `counters`, `counters[3]` grows by the number of
+    rows h whose stored values (after the conversion) hold a NaN or an Inf.
 
     ```mlir
-    smla.store_dq %acc into %dq[%t, %g]
+    smla.store_dq %acc into %dq[%t, %g] counters(%c : memref<4xi64>)
         : memref<16x576xf32>, memref<?x16x576xbf16>
     ```
   }];
   let arguments = (ins SMLA_F32Tile:$acc, MemRefRankOf<[BF16, F32], [3]>:$dq,
-      Index:$token, Index:$head_block);
+      Index:$token, Index:$head_block, Optional<SMLA_Counters>:$counters);
   let assemblyFormat = [{
-    $acc `into` $dq `[` $token `,` $head_block `]` attr-dict `:` type($acc) `,`
-    type($dq)
+    $acc `into` $dq `[` $token `,` $head_block `]`
+    (`counters` `(` $counters^ `:` type($counters) `)`)?
+    attr-dict `:` type($acc) `,` type($dq)
   }];
   let hasVerifier = 1;
 }
 
-def SMLA_CastDkvOp : SMLA_Op<"cast_dkv"> {
+def SMLA_CastDkvOp : SMLA_Op<"cast_dkv", [AttrSizedOperandSegments]> {
   let summary = "Round the fp32 dKV accumulator to the output type";
   let description = [{
-    `dkv[s, g, c] = bf16(accum[s, g, c])`, round to nearest even.
+    `dkv[s, g, c] = bf16(accum[s, g, c])`, round to nearest even. With
+    `counters`, `counters[3]` grows by the number of rows (s, g) of the
+    result that hold a NaN or an Inf: of `dkv`, or, without `dkv` (an f32
+    result, the accumulator itself), of `accum`, which is then only read.
 
     ```mlir
-    smla.cast_dkv %acc into %dkv : memref<?x1x576xf32>, memref<?x1x576xbf16>
+    smla.cast_dkv %acc into %dkv counters(%c : memref<4xi64>)
+        : memref<?x1x576xf32>, memref<?x1x576xbf16>
+    smla.cast_dkv %acc counters(%c : memref<4xi64>) : memref<?x1x576xf32>
     ```
   }];
-  let arguments = (ins MemRefRankOf<[F32], [3]>:$accum, SMLA_Bf16Rank3:$dkv);
+  let arguments = (ins MemRefRankOf<[F32], [3]>:$accum,
+      Optional<SMLA_Bf16Rank3>:$dkv, Optional<SMLA_Counters>:$counters);
   let assemblyFormat = [{
-    $accum `into` $dkv attr-dict `:` type($accum) `,` type($dkv)
+    $accum (`into` $dkv^)?
+    (`counters` `(` $counters^ `:` type($counters) `)`)?
+    attr-dict `:` type($accum) (`,` type($dkv)^)?
   }];
   let hasVerifier = 1;
 }
