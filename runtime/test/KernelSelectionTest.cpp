@@ -226,3 +226,38 @@ TEST(KernelSelection, VerifyCubinNamesKernelAndBothDigests) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(KernelSelection, DeviceMismatchNamesTargetAndDevice) {
+  Manifest manifest;
+  manifest.target = "sm_90a";
+  EXPECT_EQ(manifest.deviceMismatch(9, 0), "");
+  // An "a" target runs on exactly its own compute capability.
+  EXPECT_EQ(manifest.deviceMismatch(8, 0),
+            "the kernel library targets sm_90a, which runs only on devices of "
+            "compute capability 9.0 (H100, H200); the device has compute "
+            "capability 8.0 (sm_80)");
+  EXPECT_NE(manifest.deviceMismatch(10, 0).find("has compute capability "
+                                                "10.0 (sm_100)"),
+            std::string::npos);
+  EXPECT_NE(manifest.deviceMismatch(9, 1), "");
+  // Any other target: the same major version, a minor one at least its own.
+  manifest.target = "sm_86";
+  EXPECT_EQ(manifest.deviceMismatch(8, 9), "");
+  EXPECT_EQ(manifest.deviceMismatch(8, 0),
+            "the kernel library targets sm_86, which runs only on compute "
+            "capability 8.6 up to 8.9; the device has compute capability 8.0 "
+            "(sm_80)");
+  manifest.target = "sm_100a";
+  EXPECT_EQ(manifest.deviceMismatch(10, 0), "");
+  for (const char *bad : {"compute_90", "sm_9", "sm_90ab", "sm_"}) {
+    manifest.target = bad;
+    EXPECT_EQ(manifest.deviceMismatch(9, 0),
+              std::string("the kernel library's target '") + bad +
+                  "' is not an sm_XY architecture; the device has compute "
+                  "capability 9.0 (sm_90)");
+  }
+}
+
+} // namespace
