@@ -26,8 +26,13 @@ dump_call(path, q, kv, o, do, indices, lse, ...) / load_call(path)
 
 Also: smla.reference (the math), smla.contract (constants, validity rule,
 flop count), smla.indices (benchmark index generators), smla.checks.
+``python -m smla.info`` prints the version, the device, the kernels that
+run on it and the cache; ``logging.getLogger("smla")`` at DEBUG reports the
+kernel, token pairing and slot walk each new shape runs.
 """
 
+from ._log import SmlaSlowPathWarning
+from ._version import __version__
 from .api import MODES, resolve_mode, sparse_mla_bwd
 from .autograd import SparseMLA, get_forward, set_backward_mode, set_forward
 from .checks import NonFiniteInputError, check_finite
@@ -38,7 +43,7 @@ from .reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference
 
 __all__ = [
     "COUNTER_NAMES", "DumpError", "EXP2_CLAMP", "LOG2E", "MODES", "NonFiniteInputError",
-    "SmlaRepairWarning", "SparseMLA", "check_finite", "dump_call", "flop_count",
-    "get_forward", "load_call", "resolve_mode", "set_backward_mode", "set_forward",
+    "SmlaRepairWarning", "SmlaSlowPathWarning", "SparseMLA", "__version__", "check_finite",
+    "dump_call", "flop_count", "get_forward", "load_call", "resolve_mode", "set_backward_mode", "set_forward",
     "slot_validity", "sparse_mla_bwd", "sparse_mla_bwd_reference", "sparse_mla_fwd_reference",
 ]
