@@ -11,6 +11,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/util/Exception.h>
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -86,14 +87,26 @@ std::string primarySource() {
                    " to use another";
 }
 
+/// kernels/ next to this shared object: the package's, for a module built
+/// in place (python/smla/_C*.so) and imported without smla._compiled.
+std::string moduleKernelDirectory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void *>(&moduleKernelDirectory), &info) ==
+          0 ||
+      info.dli_fname == nullptr)
+    return absolute("kernels");
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return absolute(slash == std::string::npos ? "kernels"
+                                             : path.substr(0, slash) +
+                                                   "/kernels");
+}
+
 std::string primaryDirectory(const Libraries &state) {
   if (const char *env = envKernelDirectory())
     return absolute(env);
-  if (state.packageDirectory.empty())
-    throw runtime::Error(std::string("smla: no kernel directory: ") + kEnvVar +
-                         " is not set and smla._C was loaded without the "
-                         "package's (import smla to load it)");
-  return state.packageDirectory;
+  return state.packageDirectory.empty() ? moduleKernelDirectory()
+                                        : state.packageDirectory;
 }
 
 } // namespace

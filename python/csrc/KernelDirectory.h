@@ -9,7 +9,8 @@
 //      SMLA_KERNEL_DIR if set and non-empty (a relative path is taken
 //      relative to the working directory of the call), else the package's
 //      kernels/ directory, which smla._compiled registers when it loads the
-//      module (setPackageKernelDirectory);
+//      module (setPackageKernelDirectory; a module imported on its own
+//      takes kernels/ next to itself);
 //   2. those added with addKernelDirectory: kernels compiled on first use
 //      into the cache (smla/_library.py).
 // The directory is looked up on every call, so changing SMLA_KERNEL_DIR
@@ -35,8 +36,7 @@ namespace smla::ext {
 void setPackageKernelDirectory(const std::string &directory);
 
 /// The directory the primary library is (or would be) loaded from, by the
-/// rules above, as an absolute path. Does not check that it exists; throws
-/// smla::runtime::Error when there is none.
+/// rules above, as an absolute path. Does not check that it exists.
 std::string kernelDirectory();
 
 /// The primary library (kernelDirectory()), opened on first use. Thread
