@@ -14,7 +14,8 @@
 #   sync     test/python/test_gpu_sync.py: packed training (T changing every
 #            call) under torch.cuda.set_sync_debug_mode("error")
 #   gpu      test/python/test_gpu.py, the whole GPU suite
-# Logs to OUT, a summary table last; exit 1 if a step failed.
+# Logs to OUT (NAME.log per step), a summary table last; exit 1 if a step
+# failed.
 #   bash scripts/gpu-install-check.sh dist/smla-<version>-py3-none-any.whl OUT
 #   SMLA_CHECK_STEPS="info replay configs sync gpu" selects steps.
 # About 8 minutes on an H200 (the extension's build about 1, the whole GPU
@@ -24,56 +25,56 @@ cd "$(dirname "$0")/.."
 DIST=$(realpath "${1:?usage: scripts/gpu-install-check.sh DIST.whl OUT}")
 OUT=$(mkdir -p "${2:?usage: scripts/gpu-install-check.sh DIST.whl OUT}" && cd "$2" && pwd)
 STEPS=${SMLA_CHECK_STEPS:-info replay configs sync gpu}
-declare -A STATUS
-
-step() {  # step NAME CMD...: runs in OUT, logs to OUT/NAME.log, records ok/FAILED(rc)
-  local name=$1; shift
-  echo "== $name ==" | tee -a "$OUT/$name.log"
-  local t0=$SECONDS
-  "$@" >>"$OUT/$name.log" 2>&1
-  local rc=$?
-  STATUS[$name]="$([ $rc -eq 0 ] && echo ok || echo "FAILED($rc)") $((SECONDS - t0))s"
-  tail -n 5 "$OUT/$name.log"
-}
+source scripts/steps.sh
 
 # The install: the README's `pip install smla-<version>-py3-none-any.whl`,
 # into a fresh environment that reuses this machine's torch (no network:
 # --no-index; --no-deps keeps pip from checking torch's own dependencies
 # against the environment's bundled setuptools).
+# Where the image's Python has no ensurepip (Debian's python3-venv missing),
+# the environment gets no pip of its own and the system's pip installs into
+# it (pip >= 22.3: --python).
 VENV="$OUT/venv"
-rm -rf "$VENV" "$OUT/cache"
-python3 -m venv --system-site-packages "$VENV"
-install() { "$VENV/bin/python" -m pip install --no-index --no-deps "$DIST"; }
-step install install
 PY="$VENV/bin/python"
+rm -rf "$VENV" "$OUT/cache"
+install() {
+  if python3 -m venv --system-site-packages "$VENV"; then
+    "$PY" -m pip install --no-index --no-deps "$DIST"
+  else
+    rm -rf "$VENV" && python3 -m venv --system-site-packages --without-pip "$VENV" &&
+      python3 -m pip --python "$PY" install --no-index --no-deps "$DIST"
+  fi
+}
+step install install.log install
 export SMLA_CACHE_DIR="$OUT/cache" SMLA_EXPECT_INSTALLED=1 PYTHONUNBUFFERED=1
 unset SMLA_KERNEL_DIR PYTHONPATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
 
 if [[ " $STEPS " == *" info "* ]]; then
-  step info bash -c "cd / && '$PY' -m smla.info"
+  step info info.log bash -c "cd / && '$PY' -m smla.info"
 fi
 if [[ " $STEPS " == *" replay "* ]]; then
-  replay() {
+  replay() {  # the compiled backend, never the reference replay falls back to
     (cd / && "$PY" -m smla.synthetic "$OUT/glm52.pt" --kv 16384 --topk 2048 --device cuda &&
       "$PY" -m smla.replay "$OUT/glm52.pt" --backend compiled &&
       "$PY" -m smla.synthetic "$OUT/glm52_h8.pt" --kv 16384 --topk 2048 --heads 8 \
         --device cuda &&
-      "$PY" -m smla.replay "$OUT/glm52_h8.pt" --backend compiled)
+      "$PY" -m smla.replay "$OUT/glm52_h8.pt" --backend compiled) >"$OUT/replay.out" 2>&1
+    local rc=$?
+    cat "$OUT/replay.out"
+    ! grep -q "falling back" "$OUT/replay.out" && return $rc
   }
-  step replay replay
+  step replay replay.log replay
   rm -f "$OUT/glm52.pt" "$OUT/glm52_h8.pt"
 fi
 for name in configs sync gpu; do
   [[ " $STEPS " == *" $name "* ]] || continue
   file=test/python/test_gpu_$name.py
   [ "$name" = gpu ] && file=test/python/test_gpu.py
-  step "$name" "$PY" -m pytest -q -rs "$file" test/python/test_packaging.py::test_installed_package_is_under_test \
+  step "$name" "$name.log" "$PY" -m pytest -q -rs "$file" \
+    test/python/test_packaging.py::test_installed_package_is_under_test \
     --junitxml="$OUT/$name.xml"
 done
 
-{
-  echo "step                 result"
-  for k in "${!STATUS[@]}"; do printf '%-20s %s\n' "$k" "${STATUS[$k]}"; done | sort
-} | tee "$OUT/summary.txt"
+summary
 grep -q FAILED "$OUT/summary.txt" && exit 1 || exit 0

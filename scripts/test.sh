@@ -28,7 +28,7 @@ echo "== install into a fresh virtual environment =="
 # is importable only from this environment's install. --no-deps: torch is
 # present, and pip would otherwise check torch's own dependencies against
 # the environment's bundled setuptools.
-VENV="$BUILD/ci-venv"
+VENV="$PWD/$BUILD/ci-venv"
 rm -rf "$VENV" "$BUILD/ci-cache"
 python3 -m venv --system-site-packages "$VENV"
 VERSION=$(python3 -c 'exec(open("python/smla/_version.py").read()); print(__version__)')

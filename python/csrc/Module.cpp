@@ -54,22 +54,14 @@ PyObject *kernelDirectory(PyObject *, PyObject *) {
   });
 }
 
-PyObject *setPackageKernelDirectory(PyObject *, PyObject *args) {
+/// A method taking one path and returning None, calling `Set`.
+template <void (*Set)(const std::string &)>
+PyObject *withDirectory(PyObject *, PyObject *args) {
   const char *directory = nullptr;
   if (!PyArg_ParseTuple(args, "s", &directory))
     return nullptr;
   return guarded([&] {
-    smla::ext::setPackageKernelDirectory(directory);
-    Py_RETURN_NONE;
-  });
-}
-
-PyObject *addKernelDirectory(PyObject *, PyObject *args) {
-  const char *directory = nullptr;
-  if (!PyArg_ParseTuple(args, "s", &directory))
-    return nullptr;
-  return guarded([&] {
-    smla::ext::addKernelDirectory(directory);
+    Set(directory);
     Py_RETURN_NONE;
   });
 }
@@ -150,11 +142,13 @@ PyMethodDef methods[] = {
      "cubins from: $SMLA_KERNEL_DIR if set (relative to the working\n"
      "directory), else the installed package's kernels/ directory. Looked up\n"
      "on every call; each library is opened once per process."},
-    {"set_package_kernel_directory", setPackageKernelDirectory, METH_VARARGS,
+    {"set_package_kernel_directory",
+     withDirectory<smla::ext::setPackageKernelDirectory>, METH_VARARGS,
      "set_package_kernel_directory(path)\n\n"
      "The package's kernels/ directory, used when SMLA_KERNEL_DIR is not set\n"
      "(smla._compiled.load sets it)."},
-    {"add_kernel_directory", addKernelDirectory, METH_VARARGS,
+    {"add_kernel_directory", withDirectory<smla::ext::addKernelDirectory>,
+     METH_VARARGS,
      "add_kernel_directory(path)\n\n"
      "Opens the kernel library in `path` and adds it to those every call\n"
      "selects from, after the one in kernel_directory() (smla._library adds\n"

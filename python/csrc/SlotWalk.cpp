@@ -81,8 +81,9 @@ at::Tensor waveRows(const BwdArgs &args, const BwdSizes &n, int64_t window) {
       .view({1});
 }
 
-/// The last measurement per (device, shape): the count is copied to pinned
-/// host memory behind an event and read when a later call finds it done.
+/// The last measurement per key (measuredSorted): the count is copied to
+/// pinned host memory behind an event and read when a later call finds it
+/// done.
 struct WaveProbe {
   std::mutex mutex; // guards the rest; held while a first call waits
   at::Tensor host;  // pinned int64[1]

@@ -339,6 +339,7 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   const WalkEnvironment walkEnv = readWalkEnvironment();
   const PairsEnvironment pairsEnv = readPairsEnvironment();
   const c10::cuda::CUDAGuard guard(q.device());
+  lastChoice() = Choice{};
   if (n.T == 0 || n.K == 0 || n.S_kv == 0)
     return emptyProblem(args, n);
   try {

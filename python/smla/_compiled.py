@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -40,6 +41,8 @@ PACKAGE_KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kern
 
 _loaded = False
 _load_error: Optional[BaseException] = None
+# One import (and, on first use, one build) per process, whatever the threads.
+_load_lock = threading.Lock()
 # Why the compiled path cannot run, per (SMLA_KERNEL_DIR, device index).
 _reasons: Dict[Tuple[str, int], Optional[str]] = {}
 
@@ -72,6 +75,13 @@ def load():
     """Import smla._C once (building it against the installed torch on first
     use, smla._extension) and return it; raise RuntimeError with a clear
     message if it cannot be."""
+    if _loaded:
+        return sys.modules["smla._C"]
+    with _load_lock:
+        return _load_locked()
+
+
+def _load_locked():
     global _loaded, _load_error
     if _loaded:
         return sys.modules["smla._C"]

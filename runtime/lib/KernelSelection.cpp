@@ -212,10 +212,14 @@ std::string Manifest::deviceMismatch(int major, int minor) const {
                                        target[digits])))
     ++digits;
   std::string suffix = digits < target.size() ? target.substr(digits) : "";
-  if (target.rfind("sm_", 0) != 0 || digits < 5 || suffix.size() > 1)
+  // Two or three digits: sm_90, sm_100 (a longer run is no architecture).
+  if (target.rfind("sm_", 0) != 0 || digits < 5 || digits > 6 ||
+      suffix.size() > 1)
     return "the kernel library's target '" + target +
            "' is not an sm_XY architecture; the device has " + device;
-  int number = std::stoi(target.substr(3, digits - 3));
+  int number = 0;
+  for (size_t i = 3; i < digits; ++i)
+    number = number * 10 + (target[i] - '0');
   int wantMajor = number / 10, wantMinor = number % 10;
   bool exact = suffix == "a";
   bool runs = major == wantMajor &&

@@ -371,8 +371,10 @@ def test_empty_problem_returns_zeros_without_kernels(monkeypatch, sizes, invalid
 @needs_cuda
 def test_missing_kernel_directory_message_from_op(tmp_path):
     code = """
-import torch, smla._C
+import torch
+from smla import _compiled
 from test_extension import make_args
+_compiled.load()
 try:
     torch.ops.smla.sparse_mla_bwd(*make_args("cuda"))
 except RuntimeError as e:
