@@ -18,8 +18,8 @@
 # failed.
 #   bash scripts/gpu-install-check.sh dist/smla-<version>-py3-none-any.whl OUT
 #   SMLA_CHECK_STEPS="info replay configs sync gpu" selects steps.
-# About 8 minutes on an H200 (the extension's build about 1, the whole GPU
-# suite about 4).
+# About 5 minutes on an H200 (the extension's build and the whole GPU suite
+# about a minute each, the new configurations' tests about two).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DIST=$(realpath "${1:?usage: scripts/gpu-install-check.sh DIST.whl OUT}")

@@ -40,10 +40,10 @@ def problem(T, H, S=600, K=300, *, positions=False, lse_base=2, seed=0, pairs=Fa
     do = torch.randn(T, H, D, generator=gen).to("cuda", torch.bfloat16)
     if pairs:
         rows = []
-        for _ in range(T // 2):
+        for _ in range((T + 1) // 2):
             pool = torch.randperm(S, generator=gen)[: int(1.2 * K)]
             rows += [pool[:K], pool[-K:]]
-        idx = torch.stack(rows).view(T, 1, K)
+        idx = torch.stack(rows[:T]).view(T, 1, K)
     else:
         idx = torch.randint(0, S, (T, 1, K), generator=gen)
         r = torch.rand(T, 1, K, generator=gen)
@@ -77,8 +77,9 @@ def compare(p, dq_dtype=torch.bfloat16, dkv_dtype=torch.bfloat16, tol=None):
         dkv_dtype=torch.float32, diagnostics=True)
     assert dq.dtype == dq_dtype and dkv.dtype == dkv_dtype
     assert torch.isfinite(dq.float()).all() and torch.isfinite(dkv.float()).all()
-    # bf16 outputs round to ~4e-3; fp32 ones hold the kernel's fp32 sums.
-    tol = tol or (1e-2 if torch.bfloat16 in (dq_dtype, dkv_dtype) else 2e-3)
+    # The kernels round P and dS to bf16 for the tensor-core products
+    # whatever the output type, so fp32 outputs share bf16's tolerance.
+    tol = tol or 1e-2
     assert rel_fro(dq, rq) <= tol, rel_fro(dq, rq)
     assert rel_fro(dkv, rkv) <= tol, rel_fro(dkv, rkv)
     assert cnt == rcnt
