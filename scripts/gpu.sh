@@ -26,17 +26,7 @@ KDIR=$(realpath "${2:-build/kernels}")
 STEPS=${SMLA_GPU_STEPS:-runtime tests replay sanitize bench}
 mkdir -p "$OUT"
 export SMLA_KERNEL_DIR="$KDIR" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
-declare -A STATUS
-
-step() {  # step NAME LOG CMD...: runs, records ok/FAILED(rc)
-  local name=$1 log=$2; shift 2
-  echo "== $name ==" | tee -a "$OUT/$log"
-  local t0=$SECONDS
-  "$@" >>"$OUT/$log" 2>&1
-  local rc=$?
-  STATUS[$name]="$([ $rc -eq 0 ] && echo ok || echo "FAILED($rc)") $((SECONDS - t0))s"
-  tail -n 5 "$OUT/$log"
-}
+source scripts/steps.sh
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
 python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)' >>"$OUT/gpu.txt"
@@ -98,10 +88,7 @@ if [[ " $STEPS " == *" bench "* ]]; then
   step plot bench.log python3 bench/plot.py "$OUT/bench.png" "$OUT"/bench-*.json
 fi
 
-{
-  echo "step                 result"
-  for k in "${!STATUS[@]}"; do printf '%-20s %s\n' "$k" "${STATUS[$k]}"; done | sort
-} | tee "$OUT/summary.txt"
+summary
 if ls "$OUT"/bench-*.json >/dev/null 2>&1; then
   echo | tee -a "$OUT/summary.txt"
   python3 bench/plot.py --table "$OUT"/bench-*.json | tee -a "$OUT/summary.txt"

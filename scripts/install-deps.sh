@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what building and testing smla needs on a fresh Debian 12 machine:
-# LLVM/MLIR 22 (compiler), CMake/Ninja/GoogleTest (build, runtime tests) and
+# LLVM/MLIR 22 (compiler), CMake/Ninja/GoogleTest (build, runtime tests),
+# clang with libFuzzer (fuzzing the runtime's parsers) and
 # PyTorch/numpy/pytest (reference, binding, execution tests). Idempotent.
 set -euo pipefail
 
 need_apt=()
-for pkg in libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools cmake ninja-build g++ libgtest-dev; do
+for pkg in libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools cmake ninja-build g++ libgtest-dev \
+    clang libclang-rt-14-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if [ "${#need_apt[@]}" -gt 0 ]; then

@@ -62,8 +62,7 @@ def main() -> int:
     SMLA_SANITIZE_HEADS=16,128 only those head counts (a kernel's config
     heads: 32 for the H=16 token-pair kernels); SMLA_SANITIZE_TOKENS=2 only
     the token-pair kernels."""
-    _compiled.load()
-    import smla._C as ext
+    ext = _compiled.load()
 
     limit = int(os.environ.get("SMLA_SANITIZE_LIMIT", "1000"))
     heads = {int(h) for h in os.environ.get("SMLA_SANITIZE_HEADS", "").split(",") if h}

@@ -8,25 +8,38 @@
 
 #include "smla/runtime/Error.h"
 
-#include <dlfcn.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/util/Exception.h>
 
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <map>
 #include <mutex>
+#include <set>
 
 namespace smla::ext {
 namespace {
 
 constexpr const char *kEnvVar = "SMLA_KERNEL_DIR";
 
-/// The directory holding this shared object (the installed smla package).
-std::string moduleDirectory() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<const void *>(&moduleDirectory), &info) == 0 ||
-      info.dli_fname == nullptr)
-    return ".";
-  std::string path = info.dli_fname;
-  size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
+struct Libraries {
+  std::mutex mutex;
+  std::string packageDirectory;
+  /// Every library opened, by absolute directory; never freed (kernels
+  /// from it may still run, and unloading from a static destructor would
+  /// run after the driver may be gone).
+  std::map<std::string, runtime::KernelLibrary *> opened;
+  std::vector<std::string> added;
+  /// (directory, device) pairs whose target was checked and fits.
+  std::set<std::pair<std::string, int>> fits;
+};
+
+Libraries &libraries() {
+  static auto *state = new Libraries();
+  return *state;
 }
 
 const char *envKernelDirectory() {
@@ -34,36 +47,126 @@ const char *envKernelDirectory() {
   return value != nullptr && *value != '\0' ? value : nullptr;
 }
 
-} // namespace
-
-std::string kernelDirectory() {
-  if (const char *env = envKernelDirectory())
-    return env;
-  return moduleDirectory() + "/kernels";
+std::string absolute(const std::string &path) {
+  if (!path.empty() && path.front() == '/')
+    return path;
+  std::string cwd(4096, '\0');
+  while (getcwd(cwd.data(), cwd.size()) == nullptr) {
+    if (errno != ERANGE)
+      throw runtime::Error(std::string("smla: cannot resolve the relative ") +
+                           kEnvVar + " '" + path +
+                           "': the working directory is unknown");
+    cwd.resize(cwd.size() * 2);
+  }
+  cwd.resize(std::char_traits<char>::length(cwd.c_str()));
+  return cwd + (cwd == "/" ? "" : "/") + path;
 }
 
-runtime::KernelLibrary &kernelLibrary() {
-  static std::mutex mutex;
-  // Leaked on purpose: unloading modules from a static destructor would run
-  // after PyTorch and the driver may already have torn down the contexts.
-  static runtime::KernelLibrary *library = nullptr;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (library != nullptr)
-    return *library;
-  std::string directory = kernelDirectory();
+/// The library in `directory`, opened now if it was not before; `source`
+/// says how the directory was chosen (for the error). Under the mutex.
+runtime::KernelLibrary &open(Libraries &state, const std::string &directory,
+                             const std::string &source) {
+  auto found = state.opened.find(directory);
+  if (found != state.opened.end())
+    return *found->second;
   try {
-    library = new runtime::KernelLibrary(
+    auto *library = new runtime::KernelLibrary(
         runtime::KernelLibrary::fromDirectory(directory));
+    state.opened.emplace(directory, library);
+    return *library;
   } catch (const runtime::Error &error) {
-    std::string source =
-        envKernelDirectory() != nullptr
-            ? std::string("from the environment variable ") + kEnvVar
-            : std::string("the package's kernels/ directory; set ") + kEnvVar +
-                  " or install with -DSMLA_KERNEL_DIR=<dir>";
     throw runtime::Error(std::string(error.what()) + " (kernel directory '" +
                          directory + "', " + source + ")");
   }
-  return *library;
+}
+
+std::string primarySource() {
+  return envKernelDirectory() != nullptr
+             ? std::string("from the environment variable ") + kEnvVar
+             : std::string("the installed package's library; set ") + kEnvVar +
+                   " to use another";
+}
+
+/// kernels/ next to this shared object: the package's, for a module built
+/// in place (python/smla/_C*.so) and imported without smla._compiled.
+std::string moduleKernelDirectory() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void *>(&moduleKernelDirectory), &info) ==
+          0 ||
+      info.dli_fname == nullptr)
+    return absolute("kernels");
+  std::string path = info.dli_fname;
+  size_t slash = path.rfind('/');
+  return absolute(slash == std::string::npos ? "kernels"
+                                             : path.substr(0, slash) +
+                                                   "/kernels");
+}
+
+std::string primaryDirectory(const Libraries &state) {
+  if (const char *env = envKernelDirectory())
+    return absolute(env);
+  return state.packageDirectory.empty() ? moduleKernelDirectory()
+                                        : state.packageDirectory;
+}
+
+} // namespace
+
+void setPackageKernelDirectory(const std::string &directory) {
+  Libraries &state = libraries();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.packageDirectory = absolute(directory);
+}
+
+std::string kernelDirectory() {
+  Libraries &state = libraries();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return primaryDirectory(state);
+}
+
+runtime::KernelLibrary &kernelLibrary() {
+  Libraries &state = libraries();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return open(state, primaryDirectory(state), primarySource());
+}
+
+void addKernelDirectory(const std::string &directory) {
+  Libraries &state = libraries();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  std::string path = absolute(directory);
+  open(state, path, "compiled on first use into the cache");
+  for (const std::string &added : state.added)
+    if (added == path)
+      return;
+  state.added.push_back(path);
+}
+
+std::vector<LoadedLibrary> kernelLibraries() {
+  Libraries &state = libraries();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  std::string primary = primaryDirectory(state);
+  std::vector<LoadedLibrary> out{
+      {&open(state, primary, primarySource()), primary}};
+  for (const std::string &added : state.added)
+    if (added != primary)
+      out.push_back({state.opened.at(added), added});
+  return out;
+}
+
+void checkDeviceTarget(const LoadedLibrary &library, int device) {
+  Libraries &state = libraries();
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (state.fits.count({library.directory, device}))
+      return;
+  }
+  const cudaDeviceProp *prop = at::cuda::getDeviceProperties(device);
+  std::string why =
+      library.library->manifest().deviceMismatch(prop->major, prop->minor);
+  TORCH_CHECK(why.empty(), "smla: device cuda:", device, " (", prop->name,
+              ") cannot run the kernels in '", library.directory, "': ", why,
+              "; on this device use mode='reference'");
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.fits.insert({library.directory, device});
 }
 
 bool takesParam(const runtime::KernelEntry &entry, const char *name) {

@@ -4,13 +4,20 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// The op loads the compiler's manifest.json + cubins from the first of
-//   1. the environment variable SMLA_KERNEL_DIR, if set and non-empty;
-//   2. the directory kernels/ next to this module (smla/kernels, filled at
-//      install time by -DSMLA_KERNEL_DIR=path, or a symlink in place builds).
-// The library is opened once per process, on the first call that needs a
-// kernel; a failure is not cached, so fixing the directory and calling again
-// works.
+// The op selects its kernels from these libraries, in order:
+//   1. the one in the kernel directory: the environment variable
+//      SMLA_KERNEL_DIR if set and non-empty (a relative path is taken
+//      relative to the working directory of the call), else the package's
+//      kernels/ directory, which smla._compiled registers when it loads the
+//      module (setPackageKernelDirectory; a module imported on its own
+//      takes kernels/ next to itself);
+//   2. those added with addKernelDirectory: kernels compiled on first use
+//      into the cache (smla/_library.py).
+// The directory is looked up on every call, so changing SMLA_KERNEL_DIR
+// takes effect at the next call (a directory that cannot be opened is then
+// an error naming it). Every library opened stays loaded for the process:
+// kernels launched from it may still be running. Opening is not cached when
+// it fails, so fixing the directory and calling again works.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,17 +27,41 @@
 #include "smla/runtime/Launcher.h"
 
 #include <string>
+#include <vector>
 
 namespace smla::ext {
 
-/// The directory the kernels are (or would be) loaded from, by the rules
-/// above. Does not check that it exists.
+/// The package's kernels/ directory (where the installed package's library
+/// is), used when SMLA_KERNEL_DIR is not set.
+void setPackageKernelDirectory(const std::string &directory);
+
+/// The directory the primary library is (or would be) loaded from, by the
+/// rules above, as an absolute path. Does not check that it exists.
 std::string kernelDirectory();
 
-/// The process-wide kernel library, opened from kernelDirectory() on the first
-/// call. Thread-safe. Throws smla::runtime::Error (naming the directory and
-/// how it was chosen) if it cannot be opened.
+/// The primary library (kernelDirectory()), opened on first use. Thread
+/// safe. Throws smla::runtime::Error naming the directory and how it was
+/// chosen if it cannot be opened.
 runtime::KernelLibrary &kernelLibrary();
+
+/// Opens the library in `directory` (an absolute path) and appends it to
+/// those every call selects from after the primary one; a directory added
+/// before is not added again.
+void addKernelDirectory(const std::string &directory);
+
+/// One library and the directory it was read from.
+struct LoadedLibrary {
+  runtime::KernelLibrary *library;
+  std::string directory;
+};
+
+/// The primary library, then the added ones.
+std::vector<LoadedLibrary> kernelLibraries();
+
+/// Throws (TORCH_CHECK) naming the device, its compute capability and the
+/// library's target when the kernels of `library` cannot run on CUDA
+/// device `device`. Remembers the answer per library and device.
+void checkDeviceTarget(const LoadedLibrary &library, int device);
 
 /// Whether `entry` has a parameter called `name` (kernels built before a
 /// parameter existed lack it).

@@ -81,8 +81,9 @@ at::Tensor waveRows(const BwdArgs &args, const BwdSizes &n, int64_t window) {
       .view({1});
 }
 
-/// The last measurement per (device, shape): the count is copied to pinned
-/// host memory behind an event and read when a later call finds it done.
+/// The last measurement per key (measuredSorted): the count is copied to
+/// pinned host memory behind an event and read when a later call finds it
+/// done.
 struct WaveProbe {
   std::mutex mutex; // guards the rest; held while a first call waits
   at::Tensor host;  // pinned int64[1]
@@ -90,29 +91,29 @@ struct WaveProbe {
   bool pending = false, decided = false, sorted = false;
   int64_t calls = 0;
 };
-/// A new measurement every kProbeEvery calls of a shape.
+/// A new measurement every kProbeEvery calls of a key.
 constexpr int64_t kProbeEvery = 8;
-/// Shapes remembered at once (T varies from step to step in packed
-/// training, though the key uses only the window it fixes).
+/// Keys remembered at once.
 constexpr size_t kMaxProbes = 64;
 
 /// Whether the rows one wave of `window` resident CTAs reduces into take
 /// more fp32 bytes than `l2Bytes`. The answer depends on the indices, not
 /// only on the shapes (B2 and B2r share theirs), so calls measure their own
-/// indices: every kProbeEvery-th call of a shape starts a measurement, and a
+/// indices: every kProbeEvery-th call of a key starts a measurement, and a
 /// call uses the newest one that has finished; only the first call of a
-/// shape waits for its own (one stream synchronization per shape). Under
+/// key waits for its own (one stream synchronization per key). The key
+/// (device, K, G, H, D + Dt) leaves out T and S_kv, which change with every
+/// micro-batch of packed training, so a steady state never waits. Under
 /// CUDA graph capture nothing is measured or allocated: the last answer of
-/// the shape is used, else the given order.
+/// the key is used, else the given order.
 bool measuredSorted(const BwdArgs &args, const BwdSizes &n, int64_t window,
                     int64_t l2Bytes) {
-  using Key =
-      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
   static std::mutex mapMutex;
   // Leaked on purpose, like the kernel library: the pinned buffers and
   // events must not be freed from a static destructor after CUDA is gone.
   static auto &probes = *new std::map<Key, std::shared_ptr<WaveProbe>>();
-  Key key{int(args.q.get_device()), window, n.S_kv, n.K, n.G, n.H, n.D + n.Dt};
+  Key key{int(args.q.get_device()), n.K, n.G, n.H, n.D + n.Dt};
   const bool capturing = isCapturing(at::cuda::getCurrentCUDAStream().stream());
   std::shared_ptr<WaveProbe> probe;
   {

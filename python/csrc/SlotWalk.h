@@ -19,8 +19,9 @@
 // rows would not fit in L2, and the distinct rows that one wave of
 // resident CTAs reduces into do not either (counted on a window of the
 // call's own indices on the device; a call uses the newest count that has
-// arrived, and waits only for the first of a shape; SMLA_WALK=given or
-// sorted skips the count). Rows are sorted and launched in chunks of
+// arrived, and waits only for the first of a key: device, K, G, H and
+// D + Dt, not T or S_kv, which change every micro-batch in packed training;
+// SMLA_WALK=given or sorted skips the count). Rows are sorted and launched in chunks of
 // tokens (kSortWorkspaceBytes); the sort writes into the outputs' memory
 // where they hold it (SortSpace: no workspace), else into a workspace of
 // that bound.

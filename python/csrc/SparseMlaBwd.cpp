@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "ArgumentChecks.h"
+#include "KernelChoice.h"
 #include "KernelDirectory.h"
 #include "SlotWalk.h"
 #include "TokenPairs.h"
@@ -107,36 +108,6 @@ KernelTensors tokenRows(const KernelTensors &t, int64_t t0, int64_t t1) {
   return c;
 }
 
-/// The manifest's name for an output element type.
-const char *manifestType(at::ScalarType type) {
-  return type == at::kFloat ? "f32" : "bf16";
-}
-
-runtime::KernelRequest makeRequest(const char *kind, const BwdSizes &n,
-                                   bool lseBaseE, bool positions,
-                                   at::ScalarType dqDtype,
-                                   at::ScalarType dkvDtype) {
-  runtime::KernelRequest request;
-  request.kind = kind;
-  request.d = n.D;
-  request.dt = n.Dt;
-  request.heads = n.H;
-  request.groups = n.G;
-  request.lseBase = lseBaseE ? runtime::LseBase::E : runtime::LseBase::Two;
-  request.positions = positions;
-  request.dqType = manifestType(dqDtype);
-  request.dkvType = manifestType(dkvDtype);
-  return request;
-}
-
-/// The kernel for `request`, or nullptr when the manifest has none (for the
-/// optional kinds, which have a torch fallback).
-const runtime::KernelEntry *
-selectOptional(const runtime::KernelLibrary &library,
-               const runtime::KernelRequest &request) {
-  return library.match(request);
-}
-
 /// Nothing to compute (T is 0): empty gradients of the right shapes, zero
 /// dkv and zero counters.
 Outputs emptyProblem(const BwdArgs &args) {
@@ -156,53 +127,23 @@ void countNonFiniteRows(const at::Tensor &dkv, const at::Tensor &counters) {
       .add_(at::isfinite(dkv).logical_not().any(-1).sum());
 }
 
-/// A bwd kernel for `tokens` folded tokens (n.H heads each): the requested
-/// dq and dkv types, else the requested dq type with the other dkv type
-/// (the kernel accumulates fp32 either way); null if the library has none.
-const runtime::KernelEntry *findBwd(const runtime::KernelLibrary &library,
-                                    const BwdSizes &n, bool lseBaseE,
-                                    bool positions, const BwdArgs &args,
-                                    int64_t tokens) {
-  BwdSizes folded = n;
-  folded.H = n.H * tokens;
-  for (at::ScalarType dkv :
-       {args.dkvDtype, args.dkvDtype == at::kFloat ? at::kBFloat16
-                                                   : at::kFloat}) {
-    runtime::KernelRequest request =
-        makeRequest("bwd", folded, lseBaseE, positions, args.dqDtype, dkv);
-    request.tokens = tokens;
-    if (const runtime::KernelEntry *bwd = selectOptional(library, request))
-      return bwd;
-  }
-  return nullptr;
-}
-
-/// The one-token bwd kernel; throws naming the closest variants if none.
-const runtime::KernelEntry &selectBwd(const runtime::KernelLibrary &library,
-                                      const BwdSizes &n, bool lseBaseE,
-                                      bool positions, const BwdArgs &args) {
-  if (const runtime::KernelEntry *bwd =
-          findBwd(library, n, lseBaseE, positions, args, 1))
-    return *bwd;
-  return library.select(
-      makeRequest("bwd", n, lseBaseE, positions, args.dqDtype, args.dkvDtype));
-}
-
 /// Key sharing (TokenPairs.h): chunks of token pairs, each chunk's aligned
 /// rows built by the pair-union kernel ([2P, 1, W] and a length per pair;
 /// in dq's memory where a token's dq row holds W >= 2K int32, else in a
 /// workspace with W = 2K) and run on the pair kernel (P CTAs, 2H rows,
 /// each walking the blocks below its pair's length), all on the stream
-/// without a read-back but for the first chunk's lengths on a `probe`
-/// call. Returns false (having run nothing but that chunk's union) when
-/// the probe finds that the pairs do not pay; the walked padding's
-/// invalid slots are subtracted from the counter.
+/// without a read-back but for the first chunk's lengths on a Wait probe.
+/// A probe measures the first chunk's lengths (pairsPay). Returns false,
+/// having run nothing but that chunk's union, when the call is not to run
+/// on pairs (`pairs.run` false, or a Wait probe finds that they do not
+/// pay); the walked padding's invalid slots are subtracted from the
+/// counter.
 bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
+                 runtime::KernelLibrary &library,
                  const runtime::KernelEntry &pairBwd,
                  const runtime::KernelEntry &pairUnion,
-                 const PairsEnvironment &pairsEnv, bool probe,
+                 const PairsEnvironment &pairsEnv, const PairsTry &how,
                  const WalkEnvironment &walkEnv, CUstream stream) {
-  runtime::KernelLibrary &library = kernelLibrary();
   const int64_t pairs = n.T / 2;
   const int64_t inDq = pairsEnv.rowsInDq ? pairRowsInDq(t.dq, n.K) : 0;
   const int64_t width = inDq ? inDq : 2 * n.K;
@@ -234,9 +175,12 @@ bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
         "pair_width", runtime::ParamValue::i32(static_cast<int32_t>(width)));
     library.launch(pairUnion, stream,
                    runtime::GridSizes{pn.T, n.S_kv, n.K, pn.H, n.G}, params);
-    if (p0 == 0 && probe &&
-        !pairsPay(args, n, chunkLengths.to(at::kDouble).mean().item<double>()))
-      return false;
+    if (p0 == 0 && how.probe != PairsProbe::None) {
+      // A Wait probe decides this call; an Async one the calls after it.
+      bool pay = pairsPay(args, n, chunkLengths, how.probe);
+      if (!(how.probe == PairsProbe::Wait ? pay : how.run))
+        return false;
+    }
     c.indices = chunkRows;
     pn.K = width;
     params = kernelParams(c, pn, args.smScale, period);
@@ -252,12 +196,17 @@ bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
 Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
                       const WalkEnvironment &walkEnv,
                       const PairsEnvironment &pairsEnv) {
-  runtime::KernelLibrary &library = kernelLibrary();
   const bool hasPositions =
       args.qPositions.has_value() && args.qPositions->defined();
   const bool castDkv = args.dkvDtype != at::kFloat;
-  const runtime::KernelEntry &bwd =
-      selectBwd(library, n, lseBaseE, hasPositions, args);
+  const BwdConfig config{n, lseBaseE, hasPositions, args.dqDtype,
+                         args.dkvDtype};
+  const BwdSelection selection = selectBwd(config);
+  checkDeviceTarget(selection.library, args.q.get_device());
+  runtime::KernelLibrary &library = *selection.library.library;
+  const runtime::KernelEntry &bwd = *selection.bwd;
+  Choice &choice = lastChoice();
+  choice = Choice{bwd.name, selection.library.directory, "", ""};
 
   const at::TensorOptions f32 = args.q.options().dtype(at::kFloat);
   KernelTensors t;
@@ -287,9 +236,8 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
   if (takesParam(bwd, "delta")) {
     if (deltaGiven) {
       t.delta = *args.delta;
-    } else if (const runtime::KernelEntry *deltaKernel = selectOptional(
-                   library, makeRequest("delta", n, lseBaseE, hasPositions,
-                                        args.dqDtype, args.dkvDtype))) {
+    } else if (const runtime::KernelEntry *deltaKernel =
+                   library.match(makeRequest("delta", config))) {
       t.delta = at::empty({n.T, n.H}, f32);
       library.launch(*deltaKernel, stream, sizes,
                      kernelParams(t, n, args.smScale));
@@ -307,12 +255,12 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
       t.dkv = at::empty(args.kv.sizes(), args.kv.options().dtype(args.dkvDtype));
   };
   auto finish = [&](KernelTensors &t) -> Outputs {
-    const at::ScalarType dqType =
-        bwd.config.dqType.value_or("bf16") == "f32" ? at::kFloat
-                                                    : at::kBFloat16;
-    const runtime::KernelEntry *cast = selectOptional(
-        library, makeRequest("dkv_cast", n, lseBaseE, hasPositions, dqType,
-                             args.dkvDtype));
+    BwdConfig castConfig = config;
+    castConfig.dqDtype = bwd.config.dqType.value_or("bf16") == "f32"
+                             ? at::kFloat
+                             : at::kBFloat16;
+    const runtime::KernelEntry *cast =
+        library.match(makeRequest("dkv_cast", castConfig));
     const bool castCounts = cast && takesParam(*cast, "counters");
     if (!castDkv) {
       // fp32: dkv_accum is the result; a count-only cast kernel, if any.
@@ -336,24 +284,32 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
   const runtime::KernelEntry *pairBwd =
       deltaGiven || takesParam(bwd, "delta")
           ? nullptr
-          : findBwd(library, n, lseBaseE, hasPositions, args, 2);
+          : findBwd(library, config, 2);
   const runtime::KernelEntry *pairUnion = nullptr;
   if (pairBwd) {
-    runtime::KernelRequest request = makeRequest(
-        "pair_union", n, lseBaseE, hasPositions, args.dqDtype, args.dkvDtype);
+    runtime::KernelRequest request = makeRequest("pair_union", config);
     request.heads = n.H * 2;
     request.tokens = 2;
     request.dqType = pairBwd->config.dqType.value_or(request.dqType);
     request.dkvType = pairBwd->config.dkvType.value_or(request.dkvType);
-    pairUnion = selectOptional(library, request);
+    pairUnion = library.match(request);
   }
   const PairsTry pairs =
       tryTokenPairs(pairsEnv.mode, args, n, pairBwd && pairUnion);
-  if (pairs != PairsTry::No &&
-      launchPairs(args, n, t, *pairBwd, *pairUnion, pairsEnv,
-                  pairs == PairsTry::Probe, walkEnv, stream))
+  if ((pairs.run || pairs.probe != PairsProbe::None) &&
+      launchPairs(args, n, t, library, *pairBwd, *pairUnion, pairsEnv, pairs,
+                  walkEnv, stream)) {
+    choice.kernel = pairBwd->name;
+    choice.pairs = std::string("token pairs (") + pairs.why + ")";
     return finish(t);
+  }
+  choice.pairs = std::string("per token (") + pairs.why + ")";
   const SlotWalk walk = chooseSlotWalk(walkEnv, args, n, bwd);
+  choice.walk = walk.sorted ? "sorted, period " + std::to_string(walk.period) +
+                                  ", chunks of " +
+                                  std::to_string(walk.chunkTokens) + " tokens"
+                : walk.period ? "given, period " + std::to_string(walk.period)
+                              : "given";
   if (!walk.sorted) {
     library.launch(bwd, stream, sizes,
                    kernelParams(t, n, args.smScale, walk.period));
@@ -400,6 +356,7 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   const WalkEnvironment walkEnv = readWalkEnvironment();
   const PairsEnvironment pairsEnv = readPairsEnvironment();
   const c10::cuda::CUDAGuard guard(q.device());
+  lastChoice() = Choice{};
   if (n.T == 0)
     return emptyProblem(args);
   try {

@@ -9,11 +9,13 @@
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -21,29 +23,42 @@
 namespace smla::ext {
 namespace {
 
-/// A shape's union is measured on its first call and again every
-/// kProbeEvery calls (the indices, not the shape, decide: B2 and B2r share
-/// theirs); the calls between follow the last answer without a read-back.
+/// A key's union is measured on its first call (which waits for the
+/// answer) and again on every kProbeEvery-th call after it, without
+/// waiting: the measurement is copied to pinned host memory behind an
+/// event, and the first call that finds the event done takes its answer.
+/// The indices, not the sizes, decide (B2 and B2r share theirs), so the key
+/// leaves out T and S_kv, which change with every micro-batch of packed
+/// training: a steady state reads nothing back, whatever T is.
 constexpr int64_t kProbeEvery = 8;
 
 struct PairsHistory {
   int64_t calls = 0;
-  bool measured = false, lastUsed = false;
+  bool decided = false, lastUsed = false;
+  bool pending = false;
+  at::Tensor host; // pinned double[1]: the measured mean length / K
+  std::unique_ptr<at::cuda::CUDAEvent> done;
 };
 
-using HistoryKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
+using HistoryKey = std::tuple<int, int64_t, int64_t, int64_t>;
 
 HistoryKey historyKey(const BwdArgs &args, const BwdSizes &n) {
-  return {int(args.q.get_device()), n.T, n.S_kv, n.K, n.H};
+  return {int(args.q.get_device()), n.K, n.H, n.D + n.Dt};
 }
 
-/// The auto choice's memory per shape, under its mutex. Leaked on
-/// purpose: nothing to free from a static destructor.
+/// The auto choice's memory per key, under its mutex. Leaked on purpose:
+/// the pinned buffers and events must not be freed from a static
+/// destructor after CUDA is gone.
 std::map<HistoryKey, PairsHistory> &histories(std::mutex *&mutex) {
   static std::mutex m;
   static auto &map = *new std::map<HistoryKey, PairsHistory>();
   mutex = &m;
   return map;
+}
+
+void decide(PairsHistory &history, double meanRatio) {
+  history.decided = true;
+  history.lastUsed = meanRatio <= kMaxUnionRatio;
 }
 
 } // namespace
@@ -113,47 +128,66 @@ at::Tensor alignedPairRows(const at::Tensor &indices, int64_t S_kv,
 PairsTry tryTokenPairs(PairsMode mode, const BwdArgs &args,
                        const BwdSizes &n, bool available) {
   if (mode == PairsMode::Off)
-    return PairsTry::No;
+    return {false, PairsProbe::None, "SMLA_PAIRS=off"};
   // SMLA_PAIRS=on insists: a call that cannot run on pairs says why.
   auto refuse = [&](const char *why) {
     TORCH_CHECK(mode != PairsMode::On, kOpName,
                 ": SMLA_PAIRS=on, but the call cannot run on token pairs: ",
                 why);
-    return PairsTry::No;
+    return PairsTry{false, PairsProbe::None, why};
   };
   if (!available)
     return refuse("the kernel library has no tokens=2 kernel for it");
   if (n.G != 1 || n.T % 2 != 0)
     return refuse("it needs G = 1 and an even number of tokens");
   if (mode == PairsMode::On)
-    return PairsTry::Trust;
+    return {true, PairsProbe::None, "SMLA_PAIRS=on"};
   std::mutex *mutex = nullptr;
   auto &map = histories(mutex);
   std::lock_guard<std::mutex> lock(*mutex);
-  if (map.size() > 64)
-    map.clear();
   PairsHistory &history = map[historyKey(args, n)];
-  // A CUDA graph cannot hold the read-back: a capture follows the last
-  // answer, and a shape never measured runs per token.
+  // A CUDA graph cannot hold a measurement: a capture follows the last
+  // answer, and a key never measured runs per token.
   if (isCapturing(at::cuda::getCurrentCUDAStream().stream()))
-    return history.measured && history.lastUsed ? PairsTry::Trust
-                                                : PairsTry::No;
-  const bool due = !history.measured || history.calls % kProbeEvery == 0;
+    return {history.decided && history.lastUsed, PairsProbe::None,
+            history.decided ? "auto, the last measurement (under capture)"
+                            : "auto, never measured (under capture)"};
+  if (history.pending && history.done->query()) {
+    decide(history, history.host.data_ptr<double>()[0]);
+    history.pending = false;
+  }
+  const bool due = !history.pending && history.calls % kProbeEvery == 0;
   ++history.calls;
-  if (due)
-    return PairsTry::Probe;
-  return history.lastUsed ? PairsTry::Trust : PairsTry::No;
+  if (!history.decided)
+    return {true, PairsProbe::Wait, "auto, measured by this call"};
+  return {history.lastUsed, due ? PairsProbe::Async : PairsProbe::None,
+          history.lastUsed ? "auto, the last measured union pays"
+                           : "auto, the last measured union does not pay"};
 }
 
-bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength) {
-  bool use = meanLength <= kMaxUnionRatio * double(n.K);
+bool pairsPay(const BwdArgs &args, const BwdSizes &n,
+              const at::Tensor &lengths, PairsProbe probe) {
+  // The mean length over K, on the device.
+  at::Tensor ratio =
+      lengths.to(at::kDouble).mean().div(double(n.K)).view({1});
   std::mutex *mutex = nullptr;
   auto &map = histories(mutex);
   std::lock_guard<std::mutex> lock(*mutex);
   PairsHistory &history = map[historyKey(args, n)];
-  history.measured = true;
-  history.lastUsed = use;
-  return use;
+  if (!history.host.defined())
+    history.host = at::empty(
+        {1}, at::TensorOptions().dtype(at::kDouble).pinned_memory(true));
+  if (!history.done)
+    history.done = std::make_unique<at::cuda::CUDAEvent>();
+  history.host.copy_(ratio, /*non_blocking=*/true);
+  history.done->record(at::cuda::getCurrentCUDAStream());
+  if (probe == PairsProbe::Async) {
+    history.pending = true;
+    return history.lastUsed;
+  }
+  history.done->synchronize();
+  decide(history, history.host.data_ptr<double>()[0]);
+  return history.lastUsed;
 }
 
 int64_t pairRowsInDq(const at::Tensor &dq, int64_t K) {

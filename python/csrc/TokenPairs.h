@@ -37,11 +37,12 @@
 // chunks of pairs whose rows fit kPairRowsBytes. A pair
 // whose row repeats a key, or whose K exceeds the union kernel's scratch,
 // gets the disjoint layout (length 2K): still valid rows, at the cost of
-// two tokens. Under auto the first chunk's lengths are read back once to
-// decide (on a shape's first call and every kProbeEvery-th: the calls
-// between, and a CUDA graph capture, follow the last answer without a
-// read-back), so random indices (B2r) pay one chunk's build once in a
-// while; the other chunks follow without a read-back.
+// two tokens. Under auto the first chunk's lengths decide: read back on
+// the first call of a key (device, K, H, D + Dt: not T or S_kv, which
+// change every micro-batch in packed training), then measured again on
+// every kProbeEvery-th call without waiting, a later call taking the
+// answer; the calls between, and a CUDA graph capture, follow the last
+// answer. Random indices (B2r) pay one chunk's build once in a while.
 // alignedPairRows is the same construction in ATen ops (sorted rows): the
 // tests' reference layout; it returns the union in ascending key order,
 // the kernel in the first row's order.
@@ -84,10 +85,19 @@ struct PairsEnvironment {
 /// Reads and checks the environment (an error names the variable).
 PairsEnvironment readPairsEnvironment();
 
-/// How a call tries token pairs: not at all, measuring the union on the
-/// first chunk (Probe, SMLA_PAIRS=auto), or without a read-back (Trust:
-/// SMLA_PAIRS=on, or auto following its last answer for the shape).
-enum class PairsTry { No, Probe, Trust };
+/// How a call measures the union of its pairs (SMLA_PAIRS=auto): not at
+/// all, on the first chunk with a read-back (the first call of a key), or
+/// on the first chunk without waiting (every kProbeEvery-th call after; a
+/// later call takes the answer).
+enum class PairsProbe { None, Wait, Async };
+
+/// Whether a call runs on pairs (before a Wait probe's answer), how it
+/// measures, and why (for smla's debug log).
+struct PairsTry {
+  bool run = false;
+  PairsProbe probe = PairsProbe::None;
+  const char *why = "";
+};
 
 /// `available` says the library has the tokens = 2 kernel and its
 /// pair-union kernel for the call. Under SMLA_PAIRS=on a call that cannot
@@ -95,9 +105,13 @@ enum class PairsTry { No, Probe, Trust };
 PairsTry tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
                        bool available);
 
-/// Whether pairs whose rows are `meanLength` slots long on average pay
-/// (SMLA_PAIRS=auto, a Probe call); remembers the answer for the shape.
-bool pairsPay(const BwdArgs &args, const BwdSizes &n, double meanLength);
+/// Records a measurement of the first chunk's pair lengths ([P] int32 on
+/// the device) for the call's key: with PairsProbe::Wait it reads it back
+/// and returns whether pairs pay (mean length at most kMaxUnionRatio x K);
+/// with Async it returns the last answer and leaves this one for a later
+/// call to read.
+bool pairsPay(const BwdArgs &args, const BwdSizes &n,
+              const at::Tensor &lengths, PairsProbe probe);
 
 /// The most bytes of aligned rows one chunk of pairs builds in a
 /// workspace (rows that do not fit in dq): 128 MiB, the rows of 8192

@@ -35,8 +35,13 @@ check_lse(q, kv, indices, lse, sm_scale, lse_base, *, q_positions=None)
 
 Also: smla.reference (the math), smla.contract (constants, validity rule,
 flop count), smla.indices (benchmark index generators), smla.checks.
+``python -m smla.info`` prints the version, the device, the kernels that
+run on it and the cache; ``logging.getLogger("smla")`` at DEBUG reports the
+kernel, token pairing and slot walk each new shape runs.
 """
 
+from ._log import SmlaSlowPathWarning
+from ._version import __version__
 from .api import MODES, resolve_mode, sparse_mla_bwd
 from .autograd import SparseMLA, get_forward, set_backward_mode, set_forward
 from .checks import NonFiniteInputError, check_finite
@@ -49,8 +54,9 @@ from .stats import reset_stats, stats
 
 __all__ = [
     "COUNTER_NAMES", "DumpError", "EXP2_CLAMP", "LOG2E", "LseBaseMismatchError", "MODES",
-    "NonFiniteInputError", "NonFiniteOutputError", "OutputMismatchError", "SparseMLA",
-    "check_finite", "check_lse", "dump_call", "flop_count", "get_forward", "load_call",
-    "reset_stats", "resolve_mode", "set_backward_mode", "set_forward", "slot_validity",
-    "sparse_mla_bwd", "sparse_mla_bwd_reference", "sparse_mla_fwd_reference", "stats",
+    "NonFiniteInputError", "NonFiniteOutputError", "OutputMismatchError",
+    "SmlaSlowPathWarning", "SparseMLA", "__version__", "check_finite", "check_lse",
+    "dump_call", "flop_count", "get_forward", "load_call", "reset_stats", "resolve_mode",
+    "set_backward_mode", "set_forward", "slot_validity", "sparse_mla_bwd",
+    "sparse_mla_bwd_reference", "sparse_mla_fwd_reference", "stats",
 ]

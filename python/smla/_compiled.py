@@ -19,10 +19,16 @@ torch.compile can trace calls.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+import logging
+import os
+import sys
+import threading
+from typing import Dict, Optional, Tuple
 
 import torch
 
+from . import _extension, _library
+from ._log import logger
 from .contract import COUNTER_NAMES, normalize_lse_base
 
 OP_NAME = "smla::sparse_mla_bwd"
@@ -32,8 +38,14 @@ OP_SCHEMA = (
     "ScalarType dq_dtype, ScalarType dkv_dtype) -> (Tensor dq, Tensor dkv, Tensor counters)"
 )
 
+PACKAGE_KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
+
 _loaded = False
 _load_error: Optional[BaseException] = None
+# One import (and, on first use, one build) per process, whatever the threads.
+_load_lock = threading.Lock()
+# Why the compiled path cannot run, per (SMLA_KERNEL_DIR, device index).
+_reasons: Dict[Tuple[str, int], Optional[str]] = {}
 
 
 def _register_fake() -> None:
@@ -60,36 +72,73 @@ def _register_fake() -> None:
         pass
 
 
-def load() -> None:
-    """Import smla._C once; raise RuntimeError with a clear message if absent."""
+def load():
+    """Import smla._C once (building it against the installed torch on first
+    use, smla._extension) and return it; raise RuntimeError with a clear
+    message if it cannot be."""
+    if _loaded:
+        return sys.modules["smla._C"]
+    with _load_lock:
+        return _load_locked()
+
+
+def _load_locked():
     global _loaded, _load_error
     if _loaded:
-        return
+        return sys.modules["smla._C"]
     if _load_error is None:
         try:
-            from . import _C  # noqa: F401  (registers torch.ops.smla.*)
-
+            module = _extension.load()
             if not hasattr(torch.ops.smla, "sparse_mla_bwd"):
                 raise ImportError("smla._C did not register torch.ops.smla.sparse_mla_bwd")
+            module.set_package_kernel_directory(PACKAGE_KERNELS)
             _register_fake()
             _loaded = True
-            return
+            return module
         except ImportError as exc:
             _load_error = exc
     raise RuntimeError(
-        "smla: the compiled kernels are not built/installed (importing the extension "
-        f"smla._C failed: {_load_error}). Build and install the runtime and kernels "
-        "(see the project README), or use mode='reference' (SMLA_MODE=reference)."
+        f"smla: the compiled extension smla._C is unavailable: {_load_error}. Fix that (see "
+        "python/USAGE.md, 'Installing'), or use mode='reference' (SMLA_MODE=reference)."
     ) from _load_error
 
 
-def is_available() -> bool:
-    """True when smla._C imports and registers the operator."""
+def _device_index(device) -> int:
+    """The CUDA device index of `device`; -1 for none (no device check)."""
+    if device is None:
+        return torch.cuda.current_device() if torch.cuda.is_available() else -1
+    if isinstance(device, int):
+        return device
+    device = torch.device(device)
+    if device.type != "cuda":
+        return -1
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+def unavailable_reason(device=None) -> Optional[str]:
+    """Why the compiled backward cannot run on CUDA device `device` (an
+    index or torch.device; None: the current device when CUDA is available),
+    or None when it can: the extension loads, the kernel library opens, and
+    the device runs the library's target. Remembered per device and
+    SMLA_KERNEL_DIR."""
+    index = _device_index(device)
+    key = (os.environ.get("SMLA_KERNEL_DIR", ""), index)
+    if key in _reasons:
+        return _reasons[key]
     try:
-        load()
-    except RuntimeError:
-        return False
-    return True
+        load().check_library(index)
+        reason = None
+    except RuntimeError as exc:
+        reason = str(exc)
+    _reasons[key] = reason
+    return reason
+
+
+def is_available(device=None) -> bool:
+    """True when the compiled backward can run (see unavailable_reason): an
+    extension without a kernel library, or a device the library's kernels do
+    not run on, is not available."""
+    return unavailable_reason(device) is None
 
 
 def counters_to_dict(counters) -> Dict[str, int]:
@@ -104,11 +153,43 @@ def sparse_mla_bwd(
     delta=None, dq_dtype: torch.dtype, dkv_dtype: torch.dtype,
 ):
     """Run the compiled backward. Returns (dq, dkv, counters int64[4])."""
-    load()
-    return torch.ops.smla.sparse_mla_bwd(
-        q, kv, o, do, indices, lse, float(sm_scale), normalize_lse_base(lse_base) == "e",
-        q_positions, delta, dq_dtype, dkv_dtype,
+    module = load()
+    lse_e = normalize_lse_base(lse_base) == "e"
+    if not torch.compiler.is_compiling():
+        _library.ensure_kernel(module, o.shape[-1], q.shape[-1] - o.shape[-1], q.shape[-2],
+                               kv.shape[-2], lse_e, q_positions is not None,
+                               dq_dtype == torch.float32, dkv_dtype == torch.float32)
+    out = torch.ops.smla.sparse_mla_bwd(
+        q, kv, o, do, indices, lse, float(sm_scale), lse_e, q_positions, delta, dq_dtype,
+        dkv_dtype,
     )
+    if logger.isEnabledFor(logging.DEBUG) and not torch.compiler.is_compiling():
+        _log_choice(module, q, kv, indices, lse_e, q_positions, dq_dtype, dkv_dtype)
+    return out
+
+
+# The last choice logged per configuration (shapes but T and S_kv).
+_logged: Dict[Tuple, Tuple] = {}
+
+
+def _log_choice(module, q, kv, indices, lse_e, q_positions, dq_dtype, dkv_dtype) -> None:
+    """Logs at DEBUG what a call ran, when its configuration is new or its
+    choice differs from the last one logged for it."""
+    choice = module.last_choice()
+    if choice is None:
+        return
+    key = (tuple(q.shape[1:]), tuple(kv.shape[1:]), indices.shape[-1], lse_e,
+           q_positions is not None, dq_dtype, dkv_dtype)
+    seen = (choice["kernel"], choice["pairs"], choice["walk"])
+    if _logged.get(key) == seen:
+        return
+    _logged[key] = seen
+    logger.debug("smla: sparse_mla_bwd T=%d S_kv=%d H=%d G=%d K=%d D+Dt=%d lse=%s "
+                 "positions=%s dq=%s dkv=%s: kernel %s (%s), %s, walk %s",
+                 q.shape[0], kv.shape[0], q.shape[1], kv.shape[1], indices.shape[-1],
+                 q.shape[-1], "e" if lse_e else "2", q_positions is not None, dq_dtype,
+                 dkv_dtype, choice["kernel"], choice["directory"], choice["pairs"],
+                 choice["walk"])
 
 
 def aligned_pair_rows(indices: torch.Tensor, s_kv: int):

@@ -31,7 +31,10 @@ Modes: "compiled" (the CUDA kernels via torch.ops.smla.sparse_mla_bwd),
 "checked" (compiled + input checks + granular repair, see smla.checked),
 "reference" (smla.reference, any device). ``mode=None`` reads the environment
 variable SMLA_MODE; if that is unset it picks "compiled" when q is a CUDA
-tensor and the extension imports, otherwise "reference".
+tensor and the compiled backward can run on its device
+(smla._compiled.unavailable_reason), otherwise "reference"; a CUDA tensor
+that falls back to the reference this way gets an SmlaSlowPathWarning,
+once per process, saying why.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Optional
 import torch
 
 from . import _compiled, checked, stats
+from ._log import warn_once
 from .checks import validate_bwd_args
 from .contract import COUNTER_NAMES, default_sm_scale, normalize_lse_base
 from .reference import sparse_mla_bwd_reference
@@ -63,8 +67,18 @@ def resolve_mode(mode: Optional[str], q) -> str:
         mode = os.environ.get("SMLA_MODE") or None
         source = "environment variable SMLA_MODE"
     if mode is None:
-        on_cuda = isinstance(q, torch.Tensor) and q.is_cuda
-        return "compiled" if on_cuda and _compiled.is_available() else "reference"
+        if not (isinstance(q, torch.Tensor) and q.is_cuda):
+            return "reference"
+        why = _compiled.unavailable_reason(q.device)
+        if why is None:
+            return "compiled"
+        warn_once(
+            "reference-backward",
+            f"{_CTX}: CUDA inputs run smla's PyTorch reference backward (correct, but 17-56x "
+            f"slower than the compiled kernels) because the compiled backward is unavailable: "
+            f"{why}\nFix the cause (python/USAGE.md, 'Installing'), or pass mode='reference' "
+            f"(SMLA_MODE=reference) to choose the reference explicitly. (Shown once per process.)")
+        return "reference"
     if mode not in MODES:
         raise ValueError(
             f"{_CTX}: {source} must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}"

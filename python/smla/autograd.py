@@ -12,7 +12,8 @@ registers e.g. TileLang's or FlashMLA's forward together with the base of the
 lse it returns (2 for TileLang, "e" for FlashMLA), so the backward interprets
 that lse correctly. ``fn(q, kv, indices, sm_scale, *, d_v, q_positions)``
 must return (out [T, H, d_v], lse [T, H]). The default is the reference
-forward (base 2, d_v 512).
+forward (base 2, d_v 512); on CUDA tensors it warns once per process
+(SmlaSlowPathWarning) that a faster forward should be registered.
 
 A gradient flowing into lse is supported: since d(lse_e)/ds = P*scale, it is
 folded into Delta (delta' = Delta - c*grad_lse, c = log2(e) for a base-2 lse).
@@ -24,6 +25,7 @@ from typing import Callable, NamedTuple, Optional
 
 import torch
 
+from ._log import warn_once
 from .api import resolve_mode, sparse_mla_bwd
 from .contract import LOG2E, normalize_lse_base
 from .reference import sparse_mla_fwd_reference
@@ -42,6 +44,7 @@ def _reference_forward(lse_base):
         )
 
     fwd.__name__ = "smla_reference_forward"
+    fwd.smla_reference = True
     return fwd
 
 
@@ -73,10 +76,19 @@ def set_backward_mode(mode: Optional[str]) -> Optional[str]:
     return prev
 
 
+_REFERENCE_FORWARD_MESSAGE = (
+    "smla.SparseMLA: the forward runs smla's PyTorch reference (correct, but far slower "
+    "than a fused kernel) because no forward was registered. Register yours with "
+    "smla.set_forward(fn, lse_base=..., d_v=...): python/USAGE.md, 'Registering a forward', "
+    "shows TileLang's, FlashMLA's and cuDNN's. (Shown once per process.)")
+
+
 class SparseMLA(torch.autograd.Function):
     @staticmethod
     def forward(ctx, q, kv, indices, scaling, d_v=None, q_positions=None):
         spec = _forward
+        if q.is_cuda and getattr(spec.fn, "smla_reference", False):
+            warn_once("reference-forward", _REFERENCE_FORWARD_MESSAGE)
         q, kv, indices = q.contiguous(), kv.contiguous(), indices.contiguous()
         d_v = spec.d_v if d_v is None else int(d_v)
         if q_positions is None:

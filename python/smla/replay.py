@@ -124,8 +124,8 @@ def main(argv=None) -> int:
         print(f"error: argument --device: {exc}", file=sys.stderr)
         return 2
     cand = args.backend
-    if cand in ("compiled", "checked") and not (device.type == "cuda" and _compiled.is_available()):
-        why = "no CUDA device" if device.type != "cuda" else "smla._C is not built/installed"
+    why = "no CUDA device" if device.type != "cuda" else _compiled.unavailable_reason(device)
+    if cand in ("compiled", "checked") and why is not None:
         print(f"note: backend '{cand}' unavailable ({why}); falling back to --backend reference")
         cand = "reference"
     base = args.baseline or ("reference64" if cand.startswith("reference") else "reference")

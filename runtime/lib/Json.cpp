@@ -10,6 +10,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <unordered_set>
 
 namespace smla::runtime::json {
 
@@ -101,6 +102,11 @@ public:
 private:
   // Deep enough for any manifest, shallow enough to never exhaust the stack.
   static constexpr int kMaxDepth = 256;
+  // Bounds the memory a document can take (a Value is ~120 bytes, so a
+  // short text such as "[0,0,0,...]" would otherwise grow ~60x): a kernel
+  // library of a thousand kernels holds about 50k values.
+  static constexpr size_t kMaxValues = size_t(1) << 20;
+  size_t values_ = 0;
 
   std::string_view text_;
   size_t pos_ = 0;
@@ -151,6 +157,8 @@ private:
   Value parseValue(int depth) {
     if (atEnd())
       fail("unexpected end of input, expected a value");
+    if (++values_ > kMaxValues)
+      fail("more than " + std::to_string(kMaxValues) + " values");
     Value value;
     value.location_ = loc_;
     char c = peek();
@@ -186,6 +194,8 @@ private:
       advance();
       return;
     }
+    // The keys seen so far: a duplicate check in linear time.
+    std::unordered_set<std::string> seen;
     while (true) {
       skipWhitespace();
       if (atEnd())
@@ -194,7 +204,7 @@ private:
         fail("unexpected " + describe(peek()) + ", expected a string key");
       Location keyLoc = loc_;
       std::string key = parseString();
-      if (value.find(key))
+      if (!seen.insert(key).second)
         failAt(keyLoc, "duplicate key '" + key + "'");
       skipWhitespace();
       if (atEnd() || peek() != ':')

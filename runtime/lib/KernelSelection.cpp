@@ -16,6 +16,7 @@
 #include "smla/runtime/Sha256.h"
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 namespace smla::runtime {
@@ -198,6 +199,41 @@ const KernelEntry &Manifest::select(const KernelRequest &request) const {
     message += "\n  (" + std::to_string(candidates.size() - kClosestShown) +
                " more of kind '" + request.kind + "')";
   throw Error(message);
+}
+
+std::string Manifest::deviceMismatch(int major, int minor) const {
+  const std::string device = "compute capability " + std::to_string(major) +
+                             "." + std::to_string(minor) + " (sm_" +
+                             std::to_string(major) + std::to_string(minor) +
+                             ")";
+  // "sm_" digits [suffix]: the last digit is the minor version.
+  size_t digits = 3;
+  while (digits < target.size() && std::isdigit(static_cast<unsigned char>(
+                                       target[digits])))
+    ++digits;
+  std::string suffix = digits < target.size() ? target.substr(digits) : "";
+  // Two or three digits: sm_90, sm_100 (a longer run is no architecture).
+  if (target.rfind("sm_", 0) != 0 || digits < 5 || digits > 6 ||
+      suffix.size() > 1)
+    return "the kernel library's target '" + target +
+           "' is not an sm_XY architecture; the device has " + device;
+  int number = 0;
+  for (size_t i = 3; i < digits; ++i)
+    number = number * 10 + (target[i] - '0');
+  int wantMajor = number / 10, wantMinor = number % 10;
+  bool exact = suffix == "a";
+  bool runs = major == wantMajor &&
+              (exact ? minor == wantMinor : minor >= wantMinor);
+  if (runs)
+    return "";
+  std::string capability =
+      std::to_string(wantMajor) + "." + std::to_string(wantMinor);
+  return "the kernel library targets " + target + ", which runs only on " +
+         (exact ? "devices of compute capability " + capability
+                : "compute capability " + capability + " up to " +
+                      std::to_string(wantMajor) + ".9") +
+         (target == "sm_90a" ? " (H100, H200)" : "") + "; the device has " +
+         device;
 }
 
 void verifyCubin(const KernelEntry &kernel, std::string_view cubin) {

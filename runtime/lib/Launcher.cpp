@@ -7,13 +7,10 @@
 #include "smla/runtime/Launcher.h"
 
 #include "smla/runtime/Error.h"
+#include "smla/runtime/LibraryFiles.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <utility>
 
 namespace smla::runtime {
@@ -40,21 +37,6 @@ void check(const DriverApi &driver, CUresult result, const char *call,
            const KernelEntry &kernel) {
   if (result != CUDA_SUCCESS)
     failCuda(driver, result, call, kernel);
-}
-
-/// The bytes of `path`; throws Error "smla: cannot read WHAT 'PATH'...".
-std::string readFile(const std::string &path, const std::string &what,
-                     const std::string &suffix = "") {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw Error("smla: cannot read " + what + " '" + path + "'" + suffix +
-                ": " + std::strerror(errno));
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad())
-    throw Error("smla: error while reading " + what + " '" + path + "'" +
-                suffix);
-  return bytes.str();
 }
 
 /// Checks that every kernel's cubin is present and matches its digest, and
@@ -129,12 +111,10 @@ KernelLibrary::fromMemory(std::string_view manifestText,
 
 KernelLibrary KernelLibrary::fromDirectory(const std::string &directory,
                                            const DriverApi *driver) {
-  std::string prefix = directory.empty() ? "./" : directory;
-  if (prefix.back() != '/')
-    prefix += '/';
-  const std::string manifestPath = prefix + "manifest.json";
+  LibraryDirectory dir(directory);
+  const std::string manifestPath = dir.pathOf("manifest.json");
   auto state = std::make_unique<State>();
-  std::string text = readFile(manifestPath, "manifest");
+  std::string text = dir.read("manifest.json", kMaxManifestBytes, "manifest");
   try {
     state->manifest = Manifest::parse(text);
   } catch (const Error &error) {
@@ -143,8 +123,9 @@ KernelLibrary KernelLibrary::fromDirectory(const std::string &directory,
   std::map<std::string, std::string> cubins;
   for (const KernelEntry &kernel : state->manifest.kernels)
     if (!cubins.count(kernel.cubin))
-      cubins.emplace(kernel.cubin, readFile(prefix + kernel.cubin, "the cubin",
-                                            " of " + kernel.describe()));
+      cubins.emplace(kernel.cubin,
+                     dir.read(kernel.cubin, kMaxCubinBytes, "the cubin",
+                              " of " + kernel.describe()));
   state->cubins = verifiedCubins(state->manifest, std::move(cubins));
   state->driver = driver;
   return KernelLibrary(std::move(state));

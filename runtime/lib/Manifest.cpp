@@ -13,6 +13,7 @@
 #include "smla/runtime/Manifest.h"
 
 #include "smla/runtime/Error.h"
+#include "smla/runtime/LibraryFiles.h"
 
 #include <cctype>
 #include <limits>
@@ -89,6 +90,21 @@ private:
 
 constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
 
+/// `text` with control bytes (a NUL, a newline) shown as \xNN.
+std::string printable(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte >= 0x20 && byte != 0x7f) {
+      out += c;
+    } else {
+      static const char *hex = "0123456789abcdef";
+      out += std::string("\\x") + hex[byte >> 4] + hex[byte & 15];
+    }
+  }
+  return out;
+}
+
 std::string readSha256(const Reader &reader, const Value &value) {
   std::string hex = reader.string(value, "sha256");
   bool ok = hex.size() == 64;
@@ -102,17 +118,14 @@ std::string readSha256(const Reader &reader, const Value &value) {
 }
 
 std::string readCubinPath(const Reader &reader, const Value &value) {
-  std::string path = reader.string(value, "cubin");
-  // The path is joined to the manifest's directory; keep it inside.
-  bool escapes =
-      path.front() == '/' || path == ".." || path.rfind("../", 0) == 0 ||
-      path.find("/../") != std::string::npos ||
-      (path.size() >= 3 && path.compare(path.size() - 3, 3, "/..") == 0);
-  if (escapes)
+  std::string name = reader.string(value, "cubin");
+  // Read from the manifest's directory and nowhere else (LibraryFiles.h).
+  if (!isPlainFileName(name))
     reader.fail(value.location(), "cubin",
-                "expected a path relative to the manifest's directory, got '" +
-                    path + "'");
-  return path;
+                "expected a file name in the manifest's directory (no '/', "
+                "no NUL byte, not '.' or '..'), got '" +
+                    printable(name) + "'");
+  return name;
 }
 
 KernelConfig readConfig(const Reader &reader, const Value &config,
@@ -255,6 +268,10 @@ KernelEntry readKernel(const Value &kernel, size_t index) {
                           out.kind == "bwd");
   out.launch = readLaunch(reader, reader.require(kernel, "", "launch"));
   out.params = readParams(reader, reader.require(kernel, "", "params"));
+  for (auto [key, slot] : {std::pair{"compiler", &out.compiler},
+                           std::pair{"spec", &out.spec}})
+    if (const Value *value = kernel.find(key))
+      *slot = reader.string(*value, key);
   return out;
 }
 

@@ -11,6 +11,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 using namespace smla::runtime;
 using json::Value;
 
@@ -168,6 +170,41 @@ TEST(Json, RejectsExcessiveNesting) {
   // 256 levels are fine.
   std::string ok = std::string(256, '[') + std::string(256, ']');
   EXPECT_TRUE(json::parse(ok).isArray());
+}
+
+} // namespace
+
+namespace {
+
+TEST(Json, DuplicateKeysAreFoundInLinearTime) {
+  // 200k distinct keys: a pairwise check would take minutes (80k took 15 s).
+  std::string text = "{";
+  for (int i = 0; i < 200000; ++i)
+    text += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":0";
+  auto start = std::chrono::steady_clock::now();
+  Value v = json::parse(text + "}");
+  double seconds = std::chrono::duration<double>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+  EXPECT_EQ(v.asObject().size(), 200000u);
+  EXPECT_LT(seconds, 10.0);
+  std::string message =
+      SMLA_ERROR_MESSAGE(json::parse(text + ",\"k199999\":1}"));
+  EXPECT_NE(message.find("duplicate key 'k199999'"), std::string::npos)
+      << message;
+}
+
+TEST(Json, TheNumberOfValuesIsBounded) {
+  // A short text of many values would take ~60x its size in memory.
+  std::string text = "[";
+  for (int i = 0; i < (1 << 20); ++i)
+    text += "0,";
+  EXPECT_NE(SMLA_ERROR_MESSAGE(json::parse(text + "0]"))
+                .find("more than 1048576 values"),
+            std::string::npos);
+  // The array and 2^20 - 1 elements: exactly the limit.
+  text.resize(text.size() - 4);
+  EXPECT_EQ(json::parse(text + "0]").asArray().size(), (size_t(1) << 20) - 1);
 }
 
 } // namespace

@@ -226,3 +226,49 @@ TEST(KernelSelection, VerifyCubinNamesKernelAndBothDigests) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(KernelSelection, DeviceMismatchNamesTargetAndDevice) {
+  // An "a" target runs on exactly its own compute capability; any other on
+  // the same major version with a minor one at least its own.
+  const std::string only90 =
+      "the kernel library targets sm_90a, which runs only on devices of "
+      "compute capability 9.0 (H100, H200); the device has compute "
+      "capability ";
+  struct Case {
+    const char *target;
+    int major, minor;
+    std::string why; // "" where it runs
+  };
+  const Case cases[] = {
+      {"sm_90a", 9, 0, ""},
+      {"sm_90a", 8, 0, only90 + "8.0 (sm_80)"},
+      {"sm_90a", 9, 1, only90 + "9.1 (sm_91)"},
+      {"sm_90a", 10, 0, only90 + "10.0 (sm_100)"},
+      {"sm_86", 8, 9, ""},
+      {"sm_86", 8, 0,
+       "the kernel library targets sm_86, which runs only on compute "
+       "capability 8.6 up to 8.9; the device has compute capability 8.0 "
+       "(sm_80)"},
+      {"sm_100a", 10, 0, ""},
+  };
+  for (const Case &c : cases) {
+    Manifest manifest;
+    manifest.target = c.target;
+    EXPECT_EQ(manifest.deviceMismatch(c.major, c.minor), c.why)
+        << c.target << " on " << c.major << "." << c.minor;
+  }
+  // A run of digits too long for an int (found by the fuzz target) too.
+  for (const char *bad : {"compute_90", "sm_9", "sm_90ab", "sm_", "sm_1000",
+                          "sm_33333333333333333333a"}) {
+    Manifest manifest;
+    manifest.target = bad;
+    EXPECT_EQ(manifest.deviceMismatch(9, 0),
+              std::string("the kernel library's target '") + bad +
+                  "' is not an sm_XY architecture; the device has compute "
+                  "capability 9.0 (sm_90)");
+  }
+}
+
+} // namespace

@@ -192,12 +192,20 @@ TEST(Manifest, WrongTypesAreNamed) {
   EXPECT_EQ(errorWith(&KernelJson::sha256, "\"" + std::string(63, 'a') + "g\"",
                       "\"aaa"),
             "key 'sha256': expected 64 hex digits");
+  const std::string notAName = "key 'cubin': expected a file name in the "
+                               "manifest's directory (no '/', no NUL byte, "
+                               "not '.' or '..'), got '";
   EXPECT_EQ(errorWith(&KernelJson::cubin, "\"/abs/x.cubin\"", "\"/abs"),
-            "key 'cubin': expected a path relative to the manifest's "
-            "directory, got '/abs/x.cubin'");
+            notAName + "/abs/x.cubin'");
   EXPECT_EQ(errorWith(&KernelJson::cubin, "\"a/../../x.cubin\"", "\"a/"),
-            "key 'cubin': expected a path relative to the manifest's "
-            "directory, got 'a/../../x.cubin'");
+            notAName + "a/../../x.cubin'");
+  EXPECT_EQ(errorWith(&KernelJson::cubin, "\"sub/x.cubin\"", "\"sub/"),
+            notAName + "sub/x.cubin'");
+  EXPECT_EQ(errorWith(&KernelJson::cubin, "\"..\"", "\"..\""),
+            notAName + "..'");
+  // A NUL byte would cut the name short where the file is opened.
+  EXPECT_EQ(errorWith(&KernelJson::cubin, "\"x.cubin\\u0000.txt\"", "\"x.cu"),
+            notAName + "x.cubin\\x00.txt'");
   EXPECT_EQ(errorWith(&KernelJson::params, "{}", "{}\n"),
             "key 'params': expected an array, got an object");
   EXPECT_EQ(
@@ -320,6 +328,25 @@ TEST(Manifest, TopLevelErrors) {
   EXPECT_EQ(SMLA_ERROR_MESSAGE(Manifest::parse("{\"format\": }")),
             "smla: JSON parse error at 1:12: unexpected character '}', "
             "expected a value");
+}
+
+} // namespace
+
+namespace {
+
+TEST(Manifest, ReadsTheOptionalProvenance) {
+  KernelJson kernel;
+  EXPECT_EQ(Manifest::parse(manifestText({kernel})).kernels[0].compiler, "");
+  kernel.params += ",\n      \"compiler\": \"smla-compile 0f400e9\",\n"
+                   "      \"spec\": \"d=512,dt=64,threads=256\"";
+  const KernelEntry k = Manifest::parse(manifestText({kernel})).kernels[0];
+  EXPECT_EQ(k.compiler, "smla-compile 0f400e9");
+  EXPECT_EQ(k.spec, "d=512,dt=64,threads=256");
+  KernelJson wrong;
+  wrong.params += ",\n      \"spec\": 3";
+  EXPECT_NE(SMLA_ERROR_MESSAGE(Manifest::parse(manifestText({wrong})))
+                .find("key 'spec': expected a string, got a number"),
+            std::string::npos);
 }
 
 } // namespace

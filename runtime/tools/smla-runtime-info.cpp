@@ -17,27 +17,17 @@
 #include "smla/runtime/Driver.h"
 #include "smla/runtime/Error.h"
 #include "smla/runtime/Launcher.h"
+#include "smla/runtime/LibraryFiles.h"
 #include "smla/runtime/Manifest.h"
 #include "smla/runtime/Sha256.h"
 
 #include <sys/stat.h>
 
 #include <cstring>
-#include <fstream>
 #include <iostream>
-#include <sstream>
+#include <memory>
 
 using namespace smla::runtime;
-
-static bool readFile(const std::string &path, std::string &bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return false;
-  std::ostringstream out;
-  out << in.rdbuf();
-  bytes = out.str();
-  return !in.bad();
-}
 
 static void printKernel(const KernelEntry &kernel) {
   std::cout << kernel.name << "\n"
@@ -54,6 +44,9 @@ static void printKernel(const KernelEntry &kernel) {
   for (const ParamSpec &param : kernel.params)
     std::cout << " " << param.name << ":" << paramTypeName(param.type);
   std::cout << "\n";
+  if (!kernel.compiler.empty())
+    std::cout << "  built   by " << kernel.compiler << " from --config "
+              << kernel.spec << "\n";
 }
 
 int main(int argc, char **argv) {
@@ -73,21 +66,24 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  // A directory, or the path of a manifest file in one.
   struct stat info;
-  std::string directory = target;
-  std::string manifestPath = target + "/manifest.json";
+  std::string directory = target, manifestName = "manifest.json";
   if (stat(target.c_str(), &info) == 0 && !S_ISDIR(info.st_mode)) {
-    manifestPath = target;
     size_t slash = target.rfind('/');
     directory = slash == std::string::npos ? "." : target.substr(0, slash);
+    manifestName = target.substr(slash + 1);
   }
-
+  std::unique_ptr<LibraryDirectory> dir;
   std::string text;
-  if (!readFile(manifestPath, text)) {
-    std::cerr << "smla: cannot read manifest '" << manifestPath
-              << "': " << std::strerror(errno) << "\n";
+  try {
+    dir = std::make_unique<LibraryDirectory>(directory);
+    text = dir->read(manifestName, kMaxManifestBytes, "manifest");
+  } catch (const Error &error) {
+    std::cerr << error.what() << "\n";
     return 1;
   }
+  const std::string manifestPath = dir->pathOf(manifestName);
   Manifest manifest;
   try {
     manifest = Manifest::parse(text);
@@ -104,8 +100,10 @@ int main(int argc, char **argv) {
     printKernel(kernel);
     std::string cubin;
     std::cout << "  cubin   " << kernel.cubin << ": ";
-    if (!readFile(directory + "/" + kernel.cubin, cubin)) {
-      std::cout << "MISSING (" << std::strerror(errno) << ")\n";
+    try {
+      cubin = dir->read(kernel.cubin, kMaxCubinBytes, "the cubin");
+    } catch (const Error &error) {
+      std::cout << "UNREADABLE (" << error.what() << ")\n";
       ++failures;
       continue;
     }

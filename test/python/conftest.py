@@ -1,5 +1,7 @@
-"""pytest setup: make python/ importable even without PYTHONPATH=python, and
-keep SMLA_MODE from the caller's environment out of the tests."""
+"""pytest setup: make python/ importable when no smla is installed (a run
+against the installed distribution, as CI's, tests that; with
+SMLA_EXPECT_INSTALLED=1 the source tree is never added), and keep
+SMLA_MODE from the caller's environment out of the tests."""
 
 import importlib.util
 import os
@@ -8,7 +10,7 @@ import sys
 import pytest
 
 _PY = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-if importlib.util.find_spec("smla") is None:
+if importlib.util.find_spec("smla") is None and os.environ.get("SMLA_EXPECT_INSTALLED") != "1":
     sys.path.insert(0, _PY)
 
 

@@ -2,6 +2,7 @@
 mode selection, layouts and defaults."""
 
 import re
+import warnings
 
 import pytest
 import torch
@@ -215,11 +216,21 @@ def test_validate_returns_dims():
     assert d == (T, H, G, K, S, D, DT)
 
 
-@pytest.mark.skipif(_compiled.is_available(), reason="the extension is built here")
-def test_missing_extension_message():
-    with pytest.raises(RuntimeError, match="compiled kernels are not built/installed"):
+def test_missing_extension_message(monkeypatch):
+    """An extension that cannot be loaded (here: its import fails) is a
+    RuntimeError saying so, and is_available() is False with that reason."""
+    def fail():
+        raise ImportError("no module here")
+
+    monkeypatch.setattr(_compiled, "_loaded", False)
+    monkeypatch.setattr(_compiled, "_load_error", None)
+    monkeypatch.setattr(_compiled, "_reasons", {})
+    monkeypatch.setattr(_compiled._extension, "load", fail)
+    with pytest.raises(RuntimeError, match="the compiled extension smla._C is unavailable: "
+                       "no module here"):
         _compiled.load()
     assert not _compiled.is_available()
+    assert "no module here" in _compiled.unavailable_reason()
 
 
 # ---- behaviour -----------------------------------------------------------------
@@ -232,13 +243,23 @@ def test_default_mode_on_cpu_is_reference(monkeypatch):
 
 
 def test_default_mode_prefers_compiled_on_cuda(monkeypatch):
-    monkeypatch.setattr(_compiled, "is_available", lambda: True)
+    """mode=None on a CUDA tensor: compiled when it can run there; else the
+    reference, with one SmlaSlowPathWarning per process naming the reason."""
+    from smla import _log
 
+    monkeypatch.setattr(_compiled, "unavailable_reason", lambda device: None)
     q = torch.zeros(1)
     monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
     assert smla.resolve_mode(None, q) == "compiled"
-    monkeypatch.setattr(_compiled, "is_available", lambda: False)
-    assert smla.resolve_mode(None, q) == "reference"
+    monkeypatch.setattr(_compiled, "unavailable_reason",
+                        lambda device: "the extension is not built")
+    monkeypatch.setattr(_log, "_warned", set())
+    with pytest.warns(smla.SmlaSlowPathWarning, match="reference backward .* unavailable: "
+                      "the extension is not built"):
+        assert smla.resolve_mode(None, q) == "reference"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert smla.resolve_mode(None, q) == "reference"  # once per process
 
 
 def test_slime_call_and_defaults():

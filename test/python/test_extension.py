@@ -1,12 +1,14 @@
 """The C++ extension smla._C: op registration, schema, meta/fake shapes, and
 the op's own argument checks (python/csrc/ArgumentChecks.cpp).
 
-Builds nothing: the whole module is skipped when smla._C is not importable
-(build it with `cmake -S python -B build-py` or `pip install ./python`, see
-python/USAGE.md). Argument checks run everywhere: the op has a CPU
-implementation that runs every check before failing with "must be a CUDA
-tensor", and a Meta one that runs them too. Launch tests need a GPU, and the
-ones that run kernels also need a kernel directory.
+The whole module is skipped when smla._C cannot be loaded (an installed
+package builds it on first use; in a source tree, `cmake -S python -B
+build-py`, see python/USAGE.md). Argument checks run everywhere: the op has
+a CPU implementation that runs every check before failing with "must be a
+CUDA tensor", and a Meta one that runs them too. The kernel directory rules
+(issue: a changed or relative SMLA_KERNEL_DIR, bounded reading) and the
+kernel lookup that compile-on-first-use builds on run on the CPU too. Launch
+tests need a GPU, and the ones that run kernels also need a kernel library.
 """
 
 import hashlib
@@ -18,13 +20,12 @@ import sys
 import pytest
 import torch
 
-try:
-    import smla._C as ext
-except ImportError as exc:  # noqa: F841
-    pytest.skip(f"the extension smla._C is not built/installed ({exc})",
-                allow_module_level=True)
-
 from smla import _compiled
+
+try:
+    ext = _compiled.load()
+except RuntimeError as exc:  # noqa: F841
+    pytest.skip(f"the extension smla._C is unavailable ({exc})", allow_module_level=True)
 
 HAS_CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA device")
@@ -72,15 +73,20 @@ def with_arg(args, name, value):
 def test_op_and_schema_registered():
     schema = OP.default._schema
     assert str(schema) == "smla::" + _compiled.OP_SCHEMA
-    assert _compiled.is_available()
 
 
-def test_kernel_directory(monkeypatch):
+def test_kernel_directory(monkeypatch, tmp_path):
     monkeypatch.setenv("SMLA_KERNEL_DIR", "/some/kernels")
     assert ext.kernel_directory() == "/some/kernels"
+    # A relative directory: relative to the working directory of each call.
+    monkeypatch.setenv("SMLA_KERNEL_DIR", "lib")
+    monkeypatch.chdir(tmp_path)
+    assert ext.kernel_directory() == str(tmp_path / "lib")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path / "sub")
+    assert ext.kernel_directory() == str(tmp_path / "sub" / "lib")
     monkeypatch.delenv("SMLA_KERNEL_DIR")
-    pkg = os.path.dirname(os.path.abspath(ext.__file__))
-    assert ext.kernel_directory() == os.path.join(pkg, "kernels")
+    assert ext.kernel_directory() == _compiled.PACKAGE_KERNELS
 
 
 def run_fresh(code, kernel_dir):
@@ -93,24 +99,28 @@ def run_fresh(code, kernel_dir):
                           text=True, check=True).stdout
 
 
-def write_kernel_dir(path, cubin=b"not really a cubin", digest=None):
-    """A one-kernel manifest (a "delta" kernel in sub/k.cubin)."""
-    (path / "sub").mkdir(parents=True)
-    (path / "sub" / "k.cubin").write_bytes(cubin)
-    kernel = dict(
-        name="smla_delta_test", kind="delta", cubin="sub/k.cubin",
-        sha256=digest or hashlib.sha256(cubin).hexdigest(), entry="smla_delta",
-        config={"d": 512}, launch={"block": [128, 1, 1], "grid": ["T", "1", "1"],
-                "dynamic_smem": 0},
-        params=[{"name": "o", "type": "ptr"}, {"name": "T", "type": "i32"}])
+def write_kernel_dir(path, cubin=b"not really a cubin", digest=None, cubin_name="k.cubin",
+                     kernels=None):
+    """A one-kernel manifest (a "delta" kernel in k.cubin), or `kernels`
+    (manifest entries without cubin and sha256) sharing that cubin."""
+    path.mkdir(parents=True, exist_ok=True)
+    if cubin is not None:
+        (path / "k.cubin").write_bytes(cubin)
+    kernels = kernels or [dict(
+        name="smla_delta_test", kind="delta", entry="smla_delta", config={"d": 512},
+        params=[{"name": "o", "type": "ptr"}, {"name": "T", "type": "i32"}])]
+    for kernel in kernels:
+        kernel.update(cubin=cubin_name, sha256=digest or hashlib.sha256(cubin or b"").hexdigest(),
+                      launch={"block": [128, 1, 1], "grid": ["T", "1", "1"],
+                              "dynamic_smem": 0})
     (path / "manifest.json").write_text(json.dumps(
-        {"format": "smla-manifest", "version": 1, "target": "sm_90a", "kernels": [kernel]}))
+        {"format": "smla-manifest", "version": 1, "target": "sm_90a", "kernels": kernels}))
 
 
 LIST_KERNELS = """
-import smla._C
+from smla import _compiled
 try:
-    print(smla._C.kernels())
+    print(_compiled.load().kernels())
 except RuntimeError as e:
     print("RuntimeError:", e)
 """
@@ -119,14 +129,84 @@ except RuntimeError as e:
 def test_kernels_from_env_directory(tmp_path):
     write_kernel_dir(tmp_path)
     out = run_fresh(LIST_KERNELS, tmp_path)
-    assert "'name': 'smla_delta_test', 'kind': 'delta', 'config': 'd=512'" in out
+    assert "'name': 'smla_delta_test', 'kind': 'delta', 'config': 'd=512', " \
+        f"'directory': '{tmp_path}', 'target': 'sm_90a'" in out
 
 
 def test_missing_kernel_directory_error(tmp_path):
     out = run_fresh(LIST_KERNELS, tmp_path / "absent")
-    assert out.startswith("RuntimeError: smla: cannot read manifest")
+    assert out.startswith("RuntimeError: smla: cannot open the kernel directory")
     assert f"kernel directory '{tmp_path / 'absent'}', from the environment variable " \
         "SMLA_KERNEL_DIR" in out
+
+
+def test_changing_kernel_directory_takes_effect(tmp_path):
+    """SMLA_KERNEL_DIR is looked up at every call: a change after the first
+    library was opened selects the new directory (an error naming it if it
+    cannot be opened), and changing back finds the first one again."""
+    write_kernel_dir(tmp_path / "a")
+    code = LIST_KERNELS + """
+import os
+os.environ["SMLA_KERNEL_DIR"] = os.environ["SMLA_KERNEL_DIR"] + "/../missing"
+try:
+    _compiled.load().kernels()
+except RuntimeError as e:
+    print("then:", str(e).splitlines()[0])
+print("dir:", _compiled.load().kernel_directory())
+os.environ["SMLA_KERNEL_DIR"] = os.environ["SMLA_KERNEL_DIR"][:-len("/../missing")]
+print("back:", len(_compiled.load().kernels()))
+"""
+    out = run_fresh(code, tmp_path / "a")
+    assert "'name': 'smla_delta_test'" in out
+    assert f"then: smla: cannot open the kernel directory '{tmp_path}/a/../missing': " \
+        "No such file or directory" in out
+    assert f"dir: {tmp_path}/a/../missing" in out
+    assert "back: 1" in out
+
+
+def test_is_available_needs_a_kernel_library(tmp_path):
+    """An extension without a kernel library is not available (it would
+    fail at the first backward), and says why."""
+    code = """
+from smla import _compiled
+print(_compiled.is_available(-1), _compiled.unavailable_reason(-1))
+"""
+    out = run_fresh(code, tmp_path)
+    assert out.startswith("False smla: cannot read manifest")
+    write_kernel_dir(tmp_path)
+    assert run_fresh(code, tmp_path).startswith("True None")
+
+
+@pytest.mark.parametrize("make,message", [
+    ("symlink_out", "a symbolic link (not followed)"),
+    ("dev_zero", "a symbolic link (not followed)"),
+    ("fifo", "not a regular file"),
+    ("subdir", "key 'cubin': expected a file name in the manifest's directory"),
+    ("nul", "key 'cubin': expected a file name in the manifest's directory"),
+])
+def test_kernel_directory_reads_are_bounded(tmp_path, make, message):
+    """Only regular files directly in the directory are read: a cubin that
+    is a symbolic link (out of the directory, or to /dev/zero) or a FIFO is
+    refused without reading or waiting, and a manifest naming a path or a
+    name with a NUL byte is refused."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    outside = tmp_path / "outside.cubin"
+    outside.write_bytes(b"x")
+    name = "k.cubin"
+    if make == "symlink_out":
+        os.symlink(outside, lib / name)
+    elif make == "dev_zero":
+        os.symlink("/dev/zero", lib / name)
+    elif make == "fifo":
+        os.mkfifo(lib / name)
+    elif make == "subdir":
+        name = "../outside.cubin"
+    else:
+        name = "k.cubin\0.txt"
+    write_kernel_dir(lib, cubin=None, digest=hashlib.sha256(b"x").hexdigest(), cubin_name=name)
+    out = run_fresh(LIST_KERNELS, lib)
+    assert out.startswith("RuntimeError: smla: ") and message in out, out
 
 
 def test_bad_cubin_digest_error(tmp_path):
@@ -289,8 +369,10 @@ def test_no_tokens_returns_empty_gradients_without_kernels(monkeypatch, dkv_dtyp
 @needs_cuda
 def test_missing_kernel_directory_message_from_op(tmp_path):
     code = """
-import torch, smla._C
+import torch
+from smla import _compiled
 from test_extension import make_args
+_compiled.load()
 try:
     torch.ops.smla.sparse_mla_bwd(*make_args("cuda"))
 except RuntimeError as e:

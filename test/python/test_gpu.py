@@ -169,8 +169,8 @@ def test_auto_walk_measures_and_chooses(monkeypatch):
     forced sorted walk's dq, which differs from the given order's in fp32
     rounding); with a large L2 it must keep the given order. Twenty calls
     cross the every-8th-call re-measurement; a capture after the choice
-    uses it, and a capture of a shape never measured keeps the given
-    order."""
+    uses it, and a capture of a key (K, G, H, D + Dt) never measured keeps
+    the given order."""
     p = problem(T=40, S=2000, K=300, D=64, Dt=32, H=4, G=2, lse_base="e")
     given = _walk_runs(p, monkeypatch, SMLA_WALK="given")
     forced = _walk_runs(p, monkeypatch, SMLA_WALK="sorted", SMLA_WALK_CHUNK_TOKENS="7")
@@ -199,9 +199,10 @@ def test_auto_walk_measures_and_chooses(monkeypatch):
     monkeypatch.setenv("SMLA_WALK_L2_BYTES", "1")
     monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "7")
     assert torch.equal(captured(p)[0], forced[0])
-    # A shape never measured (T=37: another window) is captured in the
-    # given order, with nothing measured or allocated during the capture.
-    q = problem(T=37, S=2000, K=300, D=64, Dt=32, H=4, G=2, lse_base="e", seed=5)
+    # A key never measured (K=301; T and S_kv are not part of it) is
+    # captured in the given order, with nothing measured or allocated
+    # during the capture.
+    q = problem(T=37, S=2000, K=301, D=64, Dt=32, H=4, G=2, lse_base="e", seed=5)
     want = _walk_runs(q, monkeypatch, SMLA_WALK="given")
     monkeypatch.setenv("SMLA_WALK_L2_BYTES", "1")
     assert torch.equal(captured(q)[0], want[0])
@@ -325,24 +326,27 @@ def test_token_pairs_rows_in_dq_or_workspace(monkeypatch):
 def test_token_pairs_auto_choice(monkeypatch):
     """auto takes pairs whose union is short (dq bit for bit the forced
     path's: dq has no atomics) and leaves long unions and odd T to the
-    per-token kernel (bit for bit SMLA_PAIRS=off), measuring a shape on
-    its first and every 8th call; on refuses what it cannot run. A row that repeats a key, or a top-k beyond the union
-    kernel's scratch, puts its pair in the disjoint layout (two tokens'
-    worth of slots): on runs it and matches the reference."""
+    per-token kernel (bit for bit SMLA_PAIRS=off), measuring a key (K, H,
+    D + Dt: not T or S_kv) on its first call and again, without waiting,
+    every 8th; on refuses what it cannot run. A row that repeats a key, or
+    a top-k beyond the union kernel's scratch, puts its pair in the
+    disjoint layout (two tokens' worth of slots): on runs it and matches
+    the reference. Each scenario has its own K, a key no other test
+    measured."""
     def run(p, mode):
         monkeypatch.setenv("SMLA_PAIRS", mode)
         return smla.sparse_mla_bwd(**p, mode="compiled")
 
-    # Shapes no other test runs: auto remembers a shape's last answer.
-    near = pair_problem(T=26, overlap=0.8, adversarial=False)
+    # Keys no other test runs: auto remembers a key's last answer.
+    near = pair_problem(T=26, K=66, overlap=0.8, adversarial=False)
     assert torch.equal(run(near, "auto")[0], run(near, "on")[0])
-    far = pair_problem(T=28, overlap=0.0, adversarial=False, seed=3)
+    far = pair_problem(T=28, K=68, overlap=0.0, adversarial=False, seed=3)
     for _ in range(10):  # crosses the every-8th-call re-measurement
         assert torch.equal(run(far, "auto")[0], run(far, "off")[0])
     # One pair of 11 in the disjoint layout: the mean length (1.28 K)
     # still pays. (With the adversarial slots, whose shared keys become
     # one token's own, it would be ~1.39 K: per token.)
-    dup = pair_problem(T=22, overlap=0.8, seed=4, adversarial=False)
+    dup = pair_problem(T=22, K=70, overlap=0.8, seed=4, adversarial=False)
     dup["indices"][5, 0, 1] = dup["indices"][5, 0, 0] = 7
     assert torch.equal(run(dup, "auto")[0], run(dup, "on")[0])
     monkeypatch.setenv("SMLA_PAIRS", "on")
@@ -360,7 +364,7 @@ def test_token_pairs_auto_choice(monkeypatch):
     # Launches of 4 pairs (the first chunk decides: ~1.23 K), one pair
     # disjoint; the sums and counters are the reference's.
     monkeypatch.setenv("SMLA_PAIRS_CHUNK", "4")
-    mixed = pair_problem(T=30, overlap=0.9, seed=7)
+    mixed = pair_problem(T=30, K=72, overlap=0.9, seed=7)
     mixed["indices"][25, 0, 3] = mixed["indices"][25, 0, 2] = 11
     assert torch.equal(run(mixed, "auto")[0], run(mixed, "on")[0])
     compare(mixed)
@@ -377,10 +381,10 @@ def test_token_pairs_auto_choice(monkeypatch):
         return out
 
     # No read-back in a capture: SMLA_PAIRS=on runs pairs; auto follows a
-    # shape's last answer (near: pairs, far: per token) and runs a shape
-    # never measured per token.
+    # key's last answer (near: pairs, far: per token) and runs a key never
+    # measured per token.
     for p, mode, like in [(mixed, "on", "on"), (near, "auto", "on"), (far, "auto", "off"),
-                          (pair_problem(T=32, overlap=0.8, seed=8), "auto", "off")]:
+                          (pair_problem(T=32, K=74, overlap=0.8, seed=8), "auto", "off")]:
         want = run(p, like)
         got = captured(p, mode)
         # dq bit for bit (the same path); dkv in bf16 from atomics in

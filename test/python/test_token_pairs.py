@@ -8,8 +8,10 @@ import torch
 
 from smla import _compiled
 
-if not _compiled.is_available():  # pragma: no cover - depends on the build
-    pytest.skip("the extension smla._C is not built/installed", allow_module_level=True)
+try:
+    _compiled.load()
+except RuntimeError as exc:  # pragma: no cover - depends on the build
+    pytest.skip(f"the extension smla._C is unavailable ({exc})", allow_module_level=True)
 aligned_pair_rows = _compiled.aligned_pair_rows
 
 

@@ -7,7 +7,8 @@
 // ptxas -arch=sm_90a, refuses spills (beyond the configuration's max_spill,
 // unless --allow-spills), and writes
 //   <out>/<name>.ptx, <out>/<name>.cubin, <out>/manifest.json
-// The manifest format is described in runtime/MANIFEST.md.
+// The manifest format is described in runtime/MANIFEST.md; each kernel
+// records the compiler's source commit and the configuration it was given.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,7 +33,10 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Config/llvm-config.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include "CompilerVersion.inc"
 
 using namespace mlir;
 using namespace mlir::smla;
@@ -114,9 +118,30 @@ static int64_t overlapChunksOf(ModuleOp module) {
   return most;
 }
 
+/// What the manifest records as the compiler of every kernel.
+static const char *const kCompiler = "smla-compile " SMLA_COMPILER_COMMIT;
+
+/// The configuration as compiled: `text` plus the launch keys and flags
+/// that came from the command line's defaults.
+static std::string effectiveSpec(llvm::StringRef text, const KernelSpec &spec) {
+  std::string out = text.str();
+  if (!spec.threads)
+    out += ",threads=" + std::to_string(ctaThreads);
+  if (!spec.ctasPerSm)
+    out += ",ctas_per_sm=" + std::to_string(ctasPerSm);
+  if (!useMma)
+    out += " --mma=false";
+  if (!prefetchKeys)
+    out += " --prefetch-keys=false";
+  return out;
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   registerAllPasses();
+  cl::SetVersionPrinter([](llvm::raw_ostream &os) {
+    os << kCompiler << " (LLVM " LLVM_VERSION_STRING ")\n";
+  });
   cl::ParseCommandLineOptions(argc, argv, "smla kernel compiler\n");
   if (configs.empty())
     return fail("no --config given");
@@ -326,16 +351,22 @@ int main(int argc, char **argv) {
             {"name", p},
             {"type", i < k.paramTypes.size() ? k.paramTypes[i] : "ptr"}});
       entry["params"] = std::move(params);
+      entry["compiler"] = kCompiler;
+      entry["spec"] = effectiveSpec(text, *spec);
       kernels.push_back(std::move(entry));
     }
     if (!quiet)
       llvm::outs() << "wrote " << cubinPath << " (" << infos.size()
                    << " kernels)\n";
   }
-  llvm::json::Object manifest{{"format", "smla-manifest"},
-                              {"version", 1},
-                              {"target", "sm_90a"},
-                              {"kernels", std::move(kernels)}};
+  llvm::json::Object manifest{
+      {"format", "smla-manifest"},
+      {"version", 1},
+      {"target", "sm_90a"},
+      {"compiler", llvm::json::Object{{"name", "smla-compile"},
+                                      {"commit", SMLA_COMPILER_COMMIT},
+                                      {"llvm", LLVM_VERSION_STRING}}},
+      {"kernels", std::move(kernels)}};
   std::string s;
   llvm::raw_string_ostream os(s);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";

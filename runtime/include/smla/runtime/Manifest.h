@@ -103,6 +103,10 @@ struct KernelEntry {
   KernelConfig config;
   LaunchSpec launch;
   std::vector<ParamSpec> params;
+  /// Provenance (optional keys; empty when absent): the compiler that
+  /// built the kernel, e.g. "smla-compile 0f400e9", and the configuration
+  /// it was given, e.g. "d=512,dt=64,heads=16,...".
+  std::string compiler, spec;
 
   /// "kernel 'NAME' (CONFIG)", the subject of every message about it.
   std::string describe() const;
@@ -145,6 +149,13 @@ struct Manifest {
   /// `match`, but throws Error listing the request and the closest
   /// variants (how each differs) if no kernel matches.
   const KernelEntry &select(const KernelRequest &request) const;
+
+  /// Why the kernels of this manifest (compiled for `target`, e.g.
+  /// "sm_90a") cannot run on a device of compute capability major.minor,
+  /// naming both; "" when they can. An "a" target (architecture-specific
+  /// features) runs on exactly its own capability, any other on the same
+  /// major version and a minor version at least its own.
+  std::string deviceMismatch(int major, int minor) const;
 };
 
 /// Throws Error naming the kernel and both digests unless sha256(`cubin`)
