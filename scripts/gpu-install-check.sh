@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The installation check on an H200 machine (torch, a C++ compiler, CMake
-# and the CUDA headers; no LLVM, no network): installs the distribution
-# that scripts/dist.sh built into a fresh virtual environment with one pip
-# command, then, against that installed package (not python/ of this tree):
+# and the CUDA headers; nvcc for the runtime step; no LLVM, no network):
+# installs the distribution that scripts/dist.sh built into a fresh virtual
+# environment with one pip command, then, against that installed package
+# (not python/ of this tree):
+#   runtime  the runtime's GPU smoke test against the real driver (from
+#            runtime/ of this tree; scripts/steps.sh)
 #   info     python -m smla.info, which builds the extension against this
 #            machine's torch (first use) and lists the kernels for the device
 #   replay   the GLM-5.2 replay (synthetic dump of the reported event, H=16,
@@ -11,20 +14,25 @@
 #            (H=8..128, both lse bases, positions, bf16 and fp32 dq/dkv) and
 #            H=8 token pairs against the reference, the device check, the
 #            slow-path warnings, the debug log
+#   guards   test/python/test_gpu_guards.py: the non-finite row counter on
+#            every kernel form (H=8 and fp32 outputs included), checked mode
+#            on the kernels, a q of more than 2^31 elements
 #   sync     test/python/test_gpu_sync.py: packed training (T changing every
 #            call) under torch.cuda.set_sync_debug_mode("error")
 #   gpu      test/python/test_gpu.py, the whole GPU suite
 # Logs to OUT (NAME.log per step), a summary table last; exit 1 if a step
 # failed.
 #   bash scripts/gpu-install-check.sh dist/smla-<version>-py3-none-any.whl OUT
-#   SMLA_CHECK_STEPS="info replay configs sync gpu" selects steps.
-# About 5 minutes on an H200 (the extension's build and the whole GPU suite
-# about a minute each, the new configurations' tests about two).
+#   SMLA_CHECK_STEPS="runtime info replay configs guards sync gpu" selects
+#   steps.
+# About 6 to 7 minutes on an H200 (the extension's build and the whole GPU
+# suite about a minute each, the new configurations' tests about two, the
+# guards and the runtime's build about a minute together).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DIST=$(realpath "${1:?usage: scripts/gpu-install-check.sh DIST.whl OUT}")
 OUT=$(mkdir -p "${2:?usage: scripts/gpu-install-check.sh DIST.whl OUT}" && cd "$2" && pwd)
-STEPS=${SMLA_CHECK_STEPS:-info replay configs sync gpu}
+STEPS=${SMLA_CHECK_STEPS:-runtime info replay configs guards sync gpu}
 source scripts/steps.sh
 
 # The install: the README's `pip install smla-<version>-py3-none-any.whl`,
@@ -50,6 +58,10 @@ export SMLA_CACHE_DIR="$OUT/cache" SMLA_EXPECT_INSTALLED=1 PYTHONUNBUFFERED=1
 unset SMLA_KERNEL_DIR PYTHONPATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
 
+if [[ " $STEPS " == *" runtime "* ]]; then
+  step runtime-gpu runtime-gpu.log runtime_gpu
+fi
+
 if [[ " $STEPS " == *" info "* ]]; then
   step info info.log bash -c "cd / && '$PY' -m smla.info"
 fi
@@ -67,7 +79,7 @@ if [[ " $STEPS " == *" replay "* ]]; then
   step replay replay.log replay
   rm -f "$OUT/glm52.pt" "$OUT/glm52_h8.pt"
 fi
-for name in configs sync gpu; do
+for name in configs guards sync gpu; do
   [[ " $STEPS " == *" $name "* ]] || continue
   file=test/python/test_gpu_$name.py
   [ "$name" = gpu ] && file=test/python/test_gpu.py

@@ -33,14 +33,6 @@ python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda)'
 [ -f "$KDIR/manifest.json" ] || { echo "no manifest.json in $KDIR" | tee "$OUT/summary.txt"; exit 1; }
 
 if [[ " $STEPS " == *" runtime "* ]]; then
-  runtime_gpu() {
-    cmake -S runtime -B build-rt-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DSMLA_RUNTIME_GPU_TESTS=ON -DSMLA_RUNTIME_BUILD_TESTS=OFF \
-      -DSMLA_RUNTIME_BUILD_TOOLS=OFF &&
-      cmake --build build-rt-gpu -j "$(nproc)" &&
-      build-rt-gpu/smla_runtime_gpu_smoke build-rt-gpu/smla_smoke.cubin \
-        "$OUT/runtime-smoke-kernels"
-  }
   step runtime-gpu runtime-gpu.log runtime_gpu
 fi
 

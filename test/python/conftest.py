@@ -1,7 +1,9 @@
 """pytest setup: make python/ importable when no smla is installed (a run
 against the installed distribution, as CI's, tests that; with
-SMLA_EXPECT_INSTALLED=1 the source tree is never added), and keep
-SMLA_MODE from the caller's environment out of the tests."""
+SMLA_EXPECT_INSTALLED=1 the source tree is never added), keep SMLA_MODE
+from the caller's environment out of the tests, and undo what a test adds
+to sys.path (bench/bench_bwd.py puts python/ first when imported), so that
+subprocesses given this process's path import the same smla."""
 
 import importlib.util
 import os
@@ -18,3 +20,10 @@ if importlib.util.find_spec("smla") is None and os.environ.get("SMLA_EXPECT_INST
 def _no_env_mode(monkeypatch):
     monkeypatch.delenv("SMLA_MODE", raising=False)
     monkeypatch.delenv("SMLA_DUMP_DIR", raising=False)
+
+
+@pytest.fixture(autouse=True)
+def _restore_sys_path():
+    saved = list(sys.path)
+    yield
+    sys.path[:] = saved

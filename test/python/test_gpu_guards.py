@@ -1,7 +1,7 @@
 """GPU tests of the output guards: the non-finite row counter (counters[3])
-of every kernel form, checked mode on the compiled kernels, and a call whose
-q holds more than 2^31 elements (64-bit addressing) against the reference on
-sampled rows.
+of every kernel form (H = 8 and fp32 outputs included), checked mode on the
+compiled kernels, and a call whose q holds more than 2^31 elements (64-bit
+addressing) against the reference on sampled rows.
 
 Skipped cleanly without CUDA or without the extension smla._C.
 """
@@ -16,6 +16,8 @@ import smla
 import smla.checked as checked
 from smla.reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference
 from test_gpu import CASES, needs_compiled, pair_problem, problem
+from test_gpu_configs import TOKENS
+from test_gpu_configs import problem as config_problem
 
 
 def nonfinite_rows(dq, dkv):
@@ -71,6 +73,23 @@ def test_nonfinite_rows_counted_on_token_pairs(pairs, monkeypatch):
     monkeypatch.setenv("SMLA_PAIRS", pairs)
     p = blow_up(pair_problem(), [6, 7])
     dq, dkv, cnt = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled")
+    assert cnt["nonfinite_rows"] == nonfinite_rows(dq, dkv) > 0
+
+
+@needs_compiled
+@pytest.mark.parametrize("heads,pairs,dtype", [
+    (8, "off", torch.bfloat16), (8, "on", torch.bfloat16),
+    (16, "off", torch.float32), (64, "off", torch.float32), (128, "off", torch.float32)],
+    ids=["H8", "H8_pairs", "H16_f32", "H64_f32", "H128_f32"])
+def test_nonfinite_rows_counted_on_h8_and_fp32_kernels(heads, pairs, dtype, monkeypatch):
+    """The library's H = 8 kernels (per token, and the 16-row token-pair
+    kernel) and its D = 512 fp32-output kernels count exactly the rows they
+    return non-finite, and none on clean inputs."""
+    monkeypatch.setenv("SMLA_PAIRS", pairs)
+    clean = config_problem(TOKENS[heads], heads, pairs=pairs == "on")
+    kw = dict(diagnostics=True, mode="compiled", dq_dtype=dtype, dkv_dtype=dtype)
+    assert smla.sparse_mla_bwd(**clean, **kw)[2]["nonfinite_rows"] == 0
+    dq, dkv, cnt = smla.sparse_mla_bwd(**blow_up(clean, [4, 5]), **kw)
     assert cnt["nonfinite_rows"] == nonfinite_rows(dq, dkv) > 0
 
 
