@@ -31,6 +31,7 @@ import threading
 import time
 from typing import Callable, Dict, Optional
 
+from ._log import logger
 from .contract import COUNTER_NAMES
 
 STAT_NAMES = (
@@ -38,8 +39,6 @@ STAT_NAMES = (
     "repaired_calls", "repaired_tokens", "uncounted_rows", "lse_checks", "lse_other_base",
     "lse_neither", "agreement_checks", "agreement_failures", "dumps_written", "dumps_skipped",
 )
-
-logger = logging.getLogger("smla")
 
 _lock = threading.Lock()
 _totals: Dict[str, int] = dict.fromkeys(STAT_NAMES, 0)
