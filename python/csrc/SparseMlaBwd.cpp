@@ -43,6 +43,7 @@ namespace {
 
 using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 constexpr int64_t kNumCounters = 3; // invalid_slots, dead_rows, clamped
+constexpr double kLog2e = 1.4426950408889634;
 
 /// The tensors a kernel may read or write; undefined ones pass as null.
 struct KernelTensors {
@@ -242,6 +243,15 @@ bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
   return true;
 }
 
+/// Whether the library has a base-2 bwd kernel for this call (the natural-
+/// log lse is then converted and runs on it).
+bool hasBase2Kernel(const BwdSizes &n, const BwdArgs &args) {
+  const bool hasPositions =
+      args.qPositions.has_value() && args.qPositions->defined();
+  return findBwd(kernelLibrary(), n, /*lseBaseE=*/false, hasPositions, args,
+                 1) != nullptr;
+}
+
 Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
                       const WalkEnvironment &walkEnv,
                       const PairsEnvironment &pairsEnv) {
@@ -386,6 +396,18 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   if (n.T == 0 || n.K == 0 || n.S_kv == 0)
     return emptyProblem(args, n);
   try {
+    if (lseBaseE && hasBase2Kernel(n, args)) {
+      // A natural-log lse runs the base-2 kernels on lse * log2(e),
+      // converted once per row here (T x H floats): exp(s c - lse) =
+      // exp2(s c log2(e) - lse log2(e)), and a non-finite lse stays
+      // non-finite, so dead rows and the clamp are unchanged. The kernels'
+      // own conversion, per element of the step, cost 14% at H = 64
+      // (bench_bwd.py --shapes B1 --lse-e).
+      const at::Tensor lse2 = at::mul(lse, kLog2e);
+      const BwdArgs args2{q,          kv,    o,       dout,    indices, lse2,
+                          qPositions, delta, smScale, dqDtype, dkvDtype};
+      return launchKernels(args2, n, /*lseBaseE=*/false, walkEnv, pairsEnv);
+    }
     return launchKernels(args, n, lseBaseE, walkEnv, pairsEnv);
   } catch (const runtime::Error &error) {
     TORCH_CHECK(false, error.what());

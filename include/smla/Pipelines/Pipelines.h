@@ -40,6 +40,12 @@ void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
                             bool clusterHeadBlocks = false,
                             bool fusedEpilogue = false,
                             int64_t overlapChunks = 0);
+/// The kernels of the warp-specialized schedule (docs/schedule.md):
+/// smla-guarded, smla-gpu-map on 384 threads without staged rows,
+/// smla-schedule-warp-specialized, the shared-memory placement and check,
+/// smla-gpu-to-nvvm, smla-lower-to-nvvm for the other kernels, and the
+/// guard check of the lowered exponentials.
+void buildWarpSpecializedKernelPipeline(OpPassManager &pm);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

@@ -75,6 +75,12 @@ struct KernelSpec {
   /// step's last dKV chunks run alongside (recorded in the manifest when
   /// 2). 0: no overlap.
   int64_t overlapChunks = 0;
+  /// Key `schedule` (`cta`, the default, or `warp_specialized`): with
+  /// `warp_specialized` the bwd kernel's block loop runs as three
+  /// warpgroup roles (smla-schedule-warp-specialized, docs/schedule.md):
+  /// 384 threads, 64 heads per CTA (head_blocks = heads / groups / 64),
+  /// blocks of 64 keys. The manifest's config records it.
+  bool warpSpecialized = false;
   /// Key `max_spill`: bytes of register spill (stores, and loads) that
   /// smla-compile accepts for this configuration's kernels (default 0: a
   /// kernel that spills is refused). Recorded in the manifest when set.
