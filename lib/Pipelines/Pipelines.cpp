@@ -73,14 +73,26 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
   pm.addPass(createSMLAVerifyGuards());
 }
 
-void mlir::smla::buildWarpSpecializedKernelPipeline(OpPassManager &pm) {
+void mlir::smla::buildWarpSpecializedKernelPipeline(OpPassManager &pm,
+                                                    int64_t softmaxChunks,
+                                                    int64_t dkvDepth,
+                                                    int64_t chunkColumns,
+                                                    bool pairedReduction) {
   buildGuardedPipeline(pm);
   SMLAGpuMapOptions mapOptions;
   mapOptions.threads = 3 * smla_gpu::kWarpgroupThreads;
   mapOptions.stageTokenRows = false;
   pm.addPass(createSMLAGpuMap(mapOptions));
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
-  kernels.addPass(createSMLAScheduleWarpSpecialized());
+  SMLAScheduleWarpSpecializedOptions scheduleOptions;
+  if (softmaxChunks >= 0)
+    scheduleOptions.softmaxChunks = softmaxChunks;
+  if (dkvDepth > 0)
+    scheduleOptions.dkvDepth = dkvDepth;
+  if (chunkColumns > 0)
+    scheduleOptions.chunkColumns = chunkColumns;
+  scheduleOptions.pairedReduction = pairedReduction;
+  kernels.addPass(createSMLAScheduleWarpSpecialized(scheduleOptions));
   // The roles' gathers and reductions read masks and slots: checked while
   // the smla_gpu ops are there to check.
   kernels.addPass(createSMLAVerifyGuards());
@@ -137,7 +149,7 @@ void mlir::smla::registerPipelines() {
       "smla-gpu-kernels-warp-specialized",
       "smla-gpu-kernels with the bwd kernel's block loop as warpgroup roles "
       "(smla-schedule-warp-specialized, then smla-gpu-to-nvvm)",
-      buildWarpSpecializedKernelPipeline);
+      [](OpPassManager &pm) { buildWarpSpecializedKernelPipeline(pm); });
   PassPipelineRegistration<>(
       "smla-gpu",
       "smla-gpu-kernels lowered to PTX for sm_90a (gpu.binary, format=isa)",

@@ -115,6 +115,14 @@ llvm::json::Object KernelSpec::manifestConfig() const {
     o["max_spill"] = maxSpillBytes;
   if (warpSpecialized)
     o["schedule"] = "warp_specialized";
+  if (softmaxChunks >= 0)
+    o["softmax_chunks"] = softmaxChunks;
+  if (dkvDepth)
+    o["dkv_depth"] = dkvDepth;
+  if (chunkColumns)
+    o["chunk_columns"] = chunkColumns;
+  if (pairedReduction)
+    o["paired_reduction"] = true;
   return o;
 }
 
@@ -185,6 +193,16 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       ok = value == "cta" || value == "warp_specialized";
       s.warpSpecialized = value == "warp_specialized";
     }
+    else if (key == "softmax_chunks")
+      ok = integer(s.softmaxChunks) && s.softmaxChunks >= 0 &&
+           s.softmaxChunks <= 16;
+    else if (key == "chunk_columns")
+      ok = integer(s.chunkColumns) &&
+           (s.chunkColumns == 32 || s.chunkColumns == 64);
+    else if (key == "paired_reduction")
+      ok = boolean(s.pairedReduction);
+    else if (key == "dkv_depth")
+      ok = integer(s.dkvDepth) && (s.dkvDepth == 1 || s.dkvDepth == 2);
     else if (key == "overlap_chunks")
       ok = integer(overlapKey) && (overlapKey == 1 || overlapKey == 2);
     else if (key == "max_spill")
@@ -205,7 +223,8 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       return fail("unknown configuration key '" + key +
                   "' (expected d, dt, heads, groups, block, head_blocks, "
                   "tokens, lse, positions, dq, dkv, threads, ctas_per_sm, "
-                  "scatter, cluster, epilogue, overlap_chunks, max_spill, schedule)");
+                  "scatter, cluster, epilogue, overlap_chunks, max_spill, schedule, softmax_chunks, "
+                  "dkv_depth)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");
@@ -242,6 +261,9 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
   if (s.fusedEpilogue && !s.wgmmaScatter)
     return fail("epilogue = fused needs scatter = wgmma (it runs in the "
                 "wgmma block products' warpgroup)");
+  if ((s.softmaxChunks >= 0 || s.dkvDepth) && !s.warpSpecialized)
+    return fail("softmax_chunks and dkv_depth need schedule = "
+                "warp_specialized");
   if (s.warpSpecialized) {
     if (s.block != 64 || hg % 64 || s.tokens != 1 || s.wgmmaScatter ||
         s.cluster || s.fusedEpilogue ||

@@ -178,7 +178,9 @@ int main(int argc, char **argv) {
         (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
       PassManager kernelsPm(&context);
       if (spec->warpSpecialized)
-        buildWarpSpecializedKernelPipeline(kernelsPm);
+        buildWarpSpecializedKernelPipeline(kernelsPm, spec->softmaxChunks,
+                                           spec->dkvDepth, spec->chunkColumns,
+                                           spec->pairedReduction);
       else
         buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys,
                                spec->wgmmaScatter, spec->cluster,

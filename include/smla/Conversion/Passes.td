@@ -473,6 +473,12 @@ def SMLAScheduleWarpSpecialized
       the key stage released, then dS^T q (+ P^T do) in 64-column chunks,
       each `reduce_dkv` into the fp32 dKV buffer at the stage's slots.
 
+    The dKV chunks are split between the two consumer roles: the softmax
+    role reduces the last `softmax-chunks` of them after it has released
+    the key stage (while the next block's keys are gathered), the dkv
+    role the others, `dkv-depth` 2 issuing each next chunk's products
+    before the current chunk's reductions.
+
     A kernel the schedule cannot take is an error naming the reason.
 
     Before (the block loop of a bwd kernel):
@@ -517,6 +523,17 @@ def SMLAScheduleWarpSpecialized
     }
     ```
   }];
+  let options = [
+    Option<"softmaxChunks", "softmax-chunks", "int64_t", /*default=*/"3",
+           "64-column dKV chunks the softmax role reduces (the last ones)">,
+    Option<"dkvDepth", "dkv-depth", "int64_t", /*default=*/"1",
+           "Chunks in flight in the dkv role (1 or 2)">,
+    Option<"chunkColumns", "chunk-columns", "int64_t", /*default=*/"64",
+           "Columns of one dKV chunk (32 or 64)">,
+    Option<"pairedReduction", "paired-reduction", "bool", /*default=*/"false",
+           "Reduce dKV with lane pairs (32 bytes of a row per lane pair) "
+           "instead of whole 128-byte lines">,
+  ];
   let dependentDialects = ["::mlir::smla_gpu::SMLAGPUDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::math::MathDialect",

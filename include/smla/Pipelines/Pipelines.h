@@ -45,7 +45,13 @@ void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
 /// smla-schedule-warp-specialized, the shared-memory placement and check,
 /// smla-gpu-to-nvvm, smla-lower-to-nvvm for the other kernels, and the
 /// guard check of the lowered exponentials.
-void buildWarpSpecializedKernelPipeline(OpPassManager &pm);
+/// `softmaxChunks` and `dkvDepth` are smla-schedule-warp-specialized's
+/// options (negative / 0: its defaults).
+void buildWarpSpecializedKernelPipeline(OpPassManager &pm,
+                                        int64_t softmaxChunks = -1,
+                                        int64_t dkvDepth = 0,
+                                        int64_t chunkColumns = 0,
+                                        bool pairedReduction = false);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

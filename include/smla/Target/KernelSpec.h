@@ -81,6 +81,15 @@ struct KernelSpec {
   /// 384 threads, 64 heads per CTA (head_blocks = heads / groups / 64),
   /// blocks of 64 keys. The manifest's config records it.
   bool warpSpecialized = false;
+  /// Keys `softmax_chunks` and `dkv_depth` (with warp_specialized): the
+  /// schedule's split of the dKV chunks between the consumer roles and the
+  /// dkv role's chunks in flight (smla-schedule-warp-specialized's
+  /// options); -1 / 0: its defaults. Recorded in the manifest when set.
+  int64_t softmaxChunks = -1, dkvDepth = 0;
+  /// Keys `chunk_columns` (32 or 64) and `paired_reduction` (0 or 1): the
+  /// schedule's dKV chunk width and reduction layout; 0 / false: defaults.
+  int64_t chunkColumns = 0;
+  bool pairedReduction = false;
   /// Key `max_spill`: bytes of register spill (stores, and loads) that
   /// smla-compile accepts for this configuration's kernels (default 0: a
   /// kernel that spills is refused). Recorded in the manifest when set.

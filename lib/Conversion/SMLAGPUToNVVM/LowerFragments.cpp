@@ -170,12 +170,21 @@ std::pair<Value, Value> swapPair(OpBuilder &b, Location loc, Value x, Value y,
   return {shfl(x), shfl(y)};
 }
 
-/// The reduction of a dKV fragment (rows = slots). For a pair of n8 tiles
-/// (A, B) and one row, lane q of a quad holds column pairs A_q, B_q; two
-/// swaps (lanes q ^ 2, then q ^ 1) leave lane q with the four consecutive
-/// columns 4 q .. 4 q + 3 of the 16: (A0 A1), (A2 A3), (B0 B1), (B2 B3).
-/// A quad's four red.v4 then cover 64 contiguous bytes of one slot's row,
-/// the layout measured fastest for the kernels' reductions.
+/// The reduction of a dKV fragment (rows = slots), each warp instruction
+/// covering whole 128-byte lines of dKV rows (the layout the reductions
+/// drain fastest in: bench/l2_floor.cu measures the half-line one).
+///
+/// 1. Within a quad (the 4 lanes of fragment row group gr), for a pair of
+///    n8 tiles (A, B) and one of its rows, lane q holds column pairs A_q,
+///    B_q; two swaps (lanes q ^ 2, then q ^ 1) leave lane q with the four
+///    consecutive columns 4 q .. 4 q + 3 of the pair's 16: (A0 A1),
+///    (A2 A3), (B0 B1), (B2 B3). Of a 32-column line (two tile pairs) a
+///    lane then holds the 4-column chunks q and 4 + q.
+/// 2. Quads gr and gr ^ 1 (lanes l and l ^ 4) hold rows g and g + 1 of the
+///    same lines: the even quad sends its chunk 4 + q of row g, the odd
+///    one its chunk q of row g + 1. Then one red.v4 per lane adds row g's
+///    line (even lanes chunk q, odd lanes chunk 4 + q) and one adds row
+///    g + 1's: 8 lanes per line, 4 lines per instruction.
 struct LowerReduceDkv : OpRewritePattern<sg::ReduceDkvOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(sg::ReduceDkvOp op,
@@ -185,29 +194,84 @@ struct LowerReduceDkv : OpRewritePattern<sg::ReduceDkvOp> {
     FragmentPlace p = fragmentPlace(rw, loc);
     SmallVector<Value> d = elementsOf(rw, loc, op.getPartial());
     SmallVector<Value> slot = elementsOf(rw, loc, op.getSlots());
-    Value low = m.lt(p.quad, 2);                          // q < 2
-    Value even = m.lt(m.rem(p.quad, 2), 1);               // q % 2 == 0
-    Value zero32 = m.zeroI32();
     int64_t tiles = static_cast<int64_t>(d.size()) / 4;
-    for (int64_t i = 0; i < tiles; i += 2) {
-      for (int64_t half = 0; half < 2; ++half) { // rows r0, r1
-        int64_t a = 4 * i + 2 * half, bt = 4 * (i + 1) + 2 * half;
-        // Swap across q ^ 2: q < 2 keeps A and sends B.
-        Value s0 = m.sel(low, d[bt], d[a]), s1 = m.sel(low, d[bt + 1], d[a + 1]);
-        auto [r0, r1] = swapPair(rw, loc, s0, s1, 2);
-        Value x0 = m.sel(low, d[a], r0), x1 = m.sel(low, d[a + 1], r1);
-        Value y0 = m.sel(low, r0, d[bt]), y1 = m.sel(low, r1, d[bt + 1]);
-        // Swap across q ^ 1: even lanes keep X and send Y.
-        Value t0 = m.sel(even, y0, x0), t1 = m.sel(even, y1, x1);
-        auto [u0, u1] = swapPair(rw, loc, t0, t1, 1);
-        SmallVector<Value> four{m.sel(even, x0, u0), m.sel(even, x1, u1),
-                                m.sel(even, u0, y0), m.sel(even, u1, y1)};
-        Value raw = slot[4 * i + 2 * half];
+    if (op->hasAttr("paired")) {
+      // Lanes 2k and 2k + 1 swap a column pair: the even lane adds four
+      // columns of row r0, the odd lane of row r1.
+      Value even = m.lt(m.rem(p.quad, 2), 1);
+      Value policy = emitEvictLastPolicy(rw, loc);
+      Value zero32 = m.zeroI32();
+      for (int64_t i = 0; i < tiles; ++i) {
+        Value s0 = m.sel(even, d[4 * i + 2], d[4 * i]);
+        Value s1 = m.sel(even, d[4 * i + 3], d[4 * i + 1]);
+        auto [r0, r1] = swapPair(rw, loc, s0, s1, 1);
+        SmallVector<Value> four{m.sel(even, d[4 * i], r0),
+                                m.sel(even, d[4 * i + 1], r1),
+                                m.sel(even, r0, d[4 * i + 2]),
+                                m.sel(even, r1, d[4 * i + 3])};
+        Value raw = m.sel(even, slot[4 * i], slot[4 * i + 2]);
         Value valid = arith::CmpIOp::create(rw, loc, arith::CmpIPredicate::sge,
                                             raw, zero32);
-        Value col = m.add(m.mul(p.quad, 4), op.getCol() + 8 * i);
+        Value col = m.add(m.mul(m.div(p.quad, 2), 4), op.getCol() + 8 * i);
         emitMaskedRed(rw, loc, op.getDkv(), op.getGroup(), valid, raw, col,
-                      four);
+                      four, policy);
+      }
+      rw.eraseOp(op);
+      return success();
+    }
+    if (tiles % 4)
+      return rw.notifyMatchFailure(op, "needs whole 32-column lines");
+    Value lane = m.rem(gpu::ThreadIdOp::create(rw, loc, gpu::Dimension::x), 32);
+    Value low = m.lt(p.quad, 2);                          // q < 2
+    Value even = m.lt(m.rem(p.quad, 2), 1);               // q % 2 == 0
+    Value evenQuad = m.lt(m.rem(m.div(lane, 4), 2), 1);   // gr % 2 == 0
+    Value zero32 = m.zeroI32();
+    Value policy = emitEvictLastPolicy(rw, loc);
+    // Step 1: per tile pair and half (row r0 or r1), this lane's chunk.
+    auto chunk = [&](int64_t i, int64_t half) -> SmallVector<Value> {
+      int64_t a = 4 * i + 2 * half, bt = 4 * (i + 1) + 2 * half;
+      Value s0 = m.sel(low, d[bt], d[a]), s1 = m.sel(low, d[bt + 1], d[a + 1]);
+      auto [r0, r1] = swapPair(rw, loc, s0, s1, 2);
+      Value x0 = m.sel(low, d[a], r0), x1 = m.sel(low, d[a + 1], r1);
+      Value y0 = m.sel(low, r0, d[bt]), y1 = m.sel(low, r1, d[bt + 1]);
+      Value t0 = m.sel(even, y0, x0), t1 = m.sel(even, y1, x1);
+      auto [u0, u1] = swapPair(rw, loc, t0, t1, 1);
+      return {m.sel(even, x0, u0), m.sel(even, x1, u1), m.sel(even, u0, y0),
+              m.sel(even, u1, y1)};
+    };
+    auto shfl4 = [&](Value v) {
+      return gpu::ShuffleOp::create(rw, loc, v, i32c(rw, loc, 4),
+                                    i32c(rw, loc, 32), gpu::ShuffleMode::XOR)
+          .getShuffleResult();
+    };
+    for (int64_t half = 0; half < 2; ++half) {
+      Value own = slot[2 * half];
+      Value partner = shfl4(own);
+      for (int64_t line = 0; line < tiles / 4; ++line) {
+        SmallVector<Value> first = chunk(4 * line, half);      // chunk q
+        SmallVector<Value> second = chunk(4 * line + 2, half); // chunk 4 + q
+        // Step 2: the even quad sends its row's chunk 4 + q, the odd quad
+        // its row's chunk q.
+        SmallVector<Value> recv;
+        for (int64_t k = 0; k < 4; ++k)
+          recv.push_back(shfl4(m.sel(evenQuad, second[k], first[k])));
+        Value col = m.add(m.add(m.mul(p.quad, 4),
+                                m.sel(evenQuad, m.c(0), m.c(16))),
+                          op.getCol() + 32 * line);
+        auto red = [&](Value rowSlot, ArrayRef<Value> vals) {
+          Value valid = arith::CmpIOp::create(
+              rw, loc, arith::CmpIPredicate::sge, rowSlot, zero32);
+          emitMaskedRed(rw, loc, op.getDkv(), op.getGroup(), valid, rowSlot,
+                        col, vals, policy);
+        };
+        SmallVector<Value> rowG, rowG1;
+        for (int64_t k = 0; k < 4; ++k) {
+          rowG.push_back(m.sel(evenQuad, first[k], recv[k]));
+          rowG1.push_back(m.sel(evenQuad, recv[k], second[k]));
+        }
+        // The even quad's row (g), then the odd quad's (g + 1).
+        red(m.sel(evenQuad, own, partner), rowG);
+        red(m.sel(evenQuad, partner, own), rowG1);
       }
     }
     rw.eraseOp(op);

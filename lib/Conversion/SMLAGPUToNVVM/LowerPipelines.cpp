@@ -12,6 +12,7 @@
 
 #include "smla/Conversion/SMLAGPUToNVVM/SMLAGPUToNVVM.h"
 #include "smla/Conversion/SMLAToNVVM/MmaBuilder.h"
+#include "smla/Conversion/SMLAToNVVM/Wgmma.h"
 
 using namespace mlir;
 using namespace mlir::smla;
@@ -19,10 +20,6 @@ using namespace mlir::smla::mma;
 namespace sg = mlir::smla_gpu;
 
 namespace {
-/// Suspend-time hint of a try_wait, in ns (the op loops until the phase
-/// completes whatever the hint).
-constexpr int64_t kWaitTicks = 1000000;
-
 sg::PipelineCreateOp creator(Value pipeline) {
   return pipeline.getDefiningOp<sg::PipelineCreateOp>();
 }
@@ -43,9 +40,15 @@ Use useOf(Mma &m, sg::PipelineType type, Value use) {
                                                     m.b.getI32Type(), phase)};
 }
 
+/// A spin on mbarrier.try_wait.parity (which itself waits a while in
+/// hardware) with no suspend-time hint: with one, the waiting warps sleep
+/// (NANOSLEEP.SYNCS) past the phase's completion.
 void waitParity(Mma &m, Value ptr, Value parity) {
-  NVVM::MBarrierTryWaitParityOp::create(m.b, m.loc, ptr, parity,
-                                        i32c(m.b, m.loc, kWaitTicks));
+  wgmma::inlineAsm(m.b, m.loc, Type(), ValueRange{ptr, parity},
+                   "{\n.reg .pred p;\nLAB_WAIT:\n"
+                   "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n"
+                   "@!p bra LAB_WAIT;\n}",
+                   "l,r");
 }
 
 void arrive(Mma &m, Value ptr) {

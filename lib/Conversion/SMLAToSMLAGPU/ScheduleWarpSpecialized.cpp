@@ -150,8 +150,11 @@ namespace {
 /// Builds the warp-specialized body of one bwd kernel.
 class Scheduler {
 public:
-  Scheduler(gpu::GPUFuncOp func, const Step &step)
-      : func(func), s(step), b(s.delta), loc(s.delta.getLoc()) {}
+  Scheduler(gpu::GPUFuncOp func, const Step &step, int64_t softmaxChunks,
+            int64_t dkvDepth, int64_t chunkColumns, bool pairedReduction)
+      : func(func), s(step), b(s.delta), loc(s.delta.getLoc()),
+        softmaxChunks(softmaxChunks), dkvDepth(dkvDepth),
+        chunkColumns(chunkColumns), pairedReduction(pairedReduction) {}
 
   LogicalResult run() {
     w = dimOf(s.gather.getKv(), 2);
@@ -221,7 +224,8 @@ private:
     int64_t wg = sg::kWarpgroupThreads;
     rowsPipe = pipeline(wg, 2 * wg, /*async=*/true);
     keysPipe = pipeline(wg, 2 * wg, /*async=*/true);
-    pdsPipe = pipeline(wg, wg, /*async=*/false);
+    // Both consumer roles read P^T and dS^T (their dKV chunks).
+    pdsPipe = pipeline(wg, 2 * wg, /*async=*/false);
   }
 
   /// The loop over the step's blocks with the old loop's bounds, its body
@@ -430,8 +434,14 @@ private:
               b, loc, VectorType::get({kWsKeys / 4}, b.getI32Type()), ds);
           Value dq = wgmma({}, a, keyTile, args[0], dqN, kWsKeys, "k", "mn",
                            0, 0, 0, 0);
+          Value rowSlots = slotsOfRows();
+          // This role's own P^T and dS^T stores, visible to all its warps.
+          sg::ConsumerWaitOp::create(b, loc, pdsPipe, use);
           dq = wait(0, {dq})[0];
           sg::ConsumerReleaseOp::create(b, loc, keysPipe, use);
+          // Its dKV chunks fill the next block's gather.
+          dkvChunks(firstSoftmaxChunk(), w / 64, rowSlots, /*depth=*/2);
+          sg::ConsumerReleaseOp::create(b, loc, pdsPipe, use);
           return {dq};
         });
     sg::StoreRowsOp::create(b, loc, loop.getResult(0), s.store.getDq(),
@@ -453,13 +463,64 @@ private:
     return out;
   }
 
+  /// The slot of each row (key) of a dKV fragment, read while the key
+  /// stage (whose slots they are) is still this block's.
+  Value slotsOfRows() {
+    return sg::FragmentRowsOp::create(
+        b, loc, VectorType::get({kWsKeys / 2}, b.getI32Type()), slots,
+        b.getI64IntegerAttr(kWsKeys));
+  }
+
+  /// The first of the 64-column dKV chunks that the softmax role reduces
+  /// (the dkv role takes the ones before it).
+  int64_t firstSoftmaxChunk() {
+    return std::max<int64_t>(0, w / 64 - softmaxChunks);
+  }
+
+  /// dKV chunks [first, last) of 64 columns: dS^T q (+ P^T do below D),
+  /// each reduced into dkv at the rows' slots. With depth 2 the next
+  /// chunk's products are issued before this chunk's reduction, so the
+  /// tensor cores work while the reductions issue.
+  void dkvChunks(int64_t first, int64_t last, Value rowSlots, int64_t depth) {
+    Value dkv = s.scatter.getDkv(), group = s.scatter.getGroup();
+    // Chunks of `chunkColumns` within [64 first, 64 last).
+    SmallVector<int64_t> cols;
+    for (int64_t col = 64 * first; col < std::min(w, 64 * last);
+         col += chunkColumns)
+      cols.push_back(col);
+    auto issue = [&](int64_t col) -> std::pair<Value, int64_t> {
+      int64_t n = std::min(chunkColumns, w - col);
+      Value acc =
+          wgmma(dsTile, {}, qTile, {}, n, kWsRows, "k", "mn", 0, 0, 0, col);
+      if (col >= d)
+        return {acc, 1};
+      return {wgmma(pTile, {}, doTile, acc, n, kWsRows, "k", "mn", 0, 0, 0,
+                    col),
+              2};
+    };
+    std::pair<Value, int64_t> next;
+    if (!cols.empty() && depth > 1)
+      next = issue(cols.front());
+    for (size_t i = 0; i < cols.size(); ++i) {
+      std::pair<Value, int64_t> cur = depth > 1 ? next : issue(cols[i]);
+      int64_t pending = 0;
+      if (depth > 1 && i + 1 < cols.size()) {
+        next = issue(cols[i + 1]);
+        pending = next.second;
+      }
+      Value acc = wait(pending, {cur.first})[0];
+      auto red = sg::ReduceDkvOp::create(b, loc, acc, rowSlots, dkv, group,
+                                         b.getI64IntegerAttr(cols[i]));
+      if (pairedReduction)
+        red->setAttr("paired", b.getUnitAttr());
+    }
+  }
+
   void dkvRole() {
-    auto nAttr = b.getI64IntegerAttr(kWsKeys);
     auto parts = dkvDqParts();
     SmallVector<Value> inits;
     for (auto [col, n] : parts)
       inits.push_back(zeros(n));
-    Value dkv = s.scatter.getDkv(), group = s.scatter.getGroup();
     sg::ConsumerWaitOp::create(b, loc, rowsPipe, c(0));
     scf::ForOp loop = blockLoop(
         inits, [&](Value iv, ValueRange args) -> SmallVector<Value> {
@@ -470,24 +531,10 @@ private:
           for (auto [i, part] : llvm::enumerate(parts))
             dq.push_back(wgmma(dsTile, {}, keyTile, args[i], part.second,
                                kWsKeys, "mn", "mn", 0, 0, 0, part.first));
-          // The slot of each row (key) of the dKV fragments, read while
-          // the stage is still this block's.
-          Value rowSlots = sg::FragmentRowsOp::create(
-              b, loc, VectorType::get({kWsKeys / 2}, b.getI32Type()), slots,
-              nAttr);
+          Value rowSlots = slotsOfRows();
           dq = wait(0, dq);
           sg::ConsumerReleaseOp::create(b, loc, keysPipe, use);
-          // dKV in 64-column chunks: dS^T q (+ P^T do below D).
-          for (int64_t col = 0; col < w; col += 64) {
-            Value acc = wgmma(dsTile, {}, qTile, {}, 64, kWsRows, "k", "mn",
-                              0, 0, 0, col);
-            if (col < d)
-              acc = wgmma(pTile, {}, doTile, acc, 64, kWsRows, "k", "mn", 0,
-                          0, 0, col);
-            acc = wait(0, {acc})[0];
-            sg::ReduceDkvOp::create(b, loc, acc, rowSlots, dkv, group,
-                                    b.getI64IntegerAttr(col));
-          }
+          dkvChunks(0, firstSoftmaxChunk(), rowSlots, dkvDepth);
           sg::ConsumerReleaseOp::create(b, loc, pdsPipe, use);
           return dq;
         });
@@ -526,6 +573,8 @@ private:
   OpBuilder b;
   Location loc;
   int64_t w = 0, d = 0;
+  int64_t softmaxChunks, dkvDepth, chunkColumns;
+  bool pairedReduction;
   Value qTile, doTile, keyTile, pTile, dsTile, slots, deltaBuf;
   Value rowsPipe, keysPipe, pdsPipe;
 };
@@ -533,7 +582,15 @@ private:
 struct SMLAScheduleWarpSpecializedPass
     : public mlir::smla::impl::SMLAScheduleWarpSpecializedBase<
           SMLAScheduleWarpSpecializedPass> {
+  using Base::Base;
   void runOnOperation() override {
+    if (softmaxChunks < 0 || dkvDepth < 1 || dkvDepth > 2 ||
+        (chunkColumns != 32 && chunkColumns != 64)) {
+      getOperation().emitError()
+          << "smla-schedule-warp-specialized: softmax-chunks must be >= 0 "
+             "dkv-depth 1 or 2 and chunk-columns 32 or 64";
+      return signalPassFailure();
+    }
     SmallVector<gpu::GPUFuncOp> kernels;
     getOperation().walk([&](gpu::GPUFuncOp f) {
       auto kind = f->getAttrOfType<StringAttr>(kKernelKindAttr);
@@ -549,7 +606,9 @@ struct SMLAScheduleWarpSpecializedPass
       }
       std::string unused;
       FailureOr<Step> step = findStep(f, unused);
-      if (failed(Scheduler(f, *step).run()))
+      if (failed(Scheduler(f, *step, softmaxChunks, dkvDepth, chunkColumns,
+                           pairedReduction)
+                     .run()))
         return signalPassFailure();
     }
   }

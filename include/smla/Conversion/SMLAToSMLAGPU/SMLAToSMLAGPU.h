@@ -33,8 +33,8 @@ constexpr int64_t kWsSoftmaxDqColumns = 256;
 /// Registers per thread of the producer and of each consumer warpgroup:
 /// 384 threads start with 168 each (65536 / 384, rounded down to 8), and
 /// setmaxnreg moves registers between roles within that pool.
-constexpr int32_t kWsProducerRegisters = 40;
-constexpr int32_t kWsConsumerRegisters = 232;
+constexpr int32_t kWsProducerRegisters = 24;
+constexpr int32_t kWsConsumerRegisters = 240;
 
 /// Whether `func` (a bwd gpu.func of smla-gpu-map) is one the schedule
 /// takes, else why not.

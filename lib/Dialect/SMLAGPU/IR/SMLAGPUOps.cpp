@@ -277,9 +277,9 @@ LogicalResult ReduceDkvOp::verify() {
   int64_t n = 2 * getPartial().getType().getNumElements();
   if (failed(verifyColumns(*this, n)))
     return failure();
-  if (n % 16)
-    return emitOpError() << "expects a multiple of 16 columns (pairs of n8 "
-                            "tiles make each lane's four columns)";
+  if (n % 32)
+    return emitOpError() << "expects a multiple of 32 columns (each "
+                            "reduction covers 128-byte lines of dkv rows)";
   if (getSlots().getType().getNumElements() != n / 2)
     return emitOpError() << "expects one slot per fragment element";
   int64_t width = getDkv().getType().getDimSize(2);
