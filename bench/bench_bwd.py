@@ -18,11 +18,15 @@ more call (its allocator peak), next to the fp32 dKV buffer of the issue's
 bound.
 
 Backends: compiled (torch.ops.smla.sparse_mla_bwd via smla._compiled, if
-built), reference (the chunked eager reference), compiled-reference
+built; base-2 lse), compiled-lse-e (the same op given the natural-log lse,
+--lse-e), reference (the chunked eager reference), compiled-reference
 (torch.compile of the reference; --no-compile skips it) and tilelang
 (--tilelang MODULE:FUNCTION naming a sparse_mla_bwd with Slime's unbatched
 signature, e.g. bench/tilelang_peer.py's; not run on shapes with query
-positions, which that signature lacks). The compiled op's time
+positions, which that signature lacks) and cudnn (--cudnn: cuDNN frontend's
+SM90 DSA backward, bench/cudnn_peer.py, given the natural-log lse and, for
+query positions, the slots past each query's position as -1). The
+compiled op's time
 includes Delta, the dKV cast and output allocation.
 """
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
 import os
 import statistics
 import sys
@@ -52,10 +57,12 @@ SHAPES = {
     "B2r": (8192, 32768, 16, 1, 512, 64, 2048, "random"),
     "B3": (4 * 2048, 8192, 16, 1, 512, 64, 2048, "packed"),
 }
-# Without a target (docs/performance.md, "Shapes"): B1 with the other head
-# counts of the kernel library, e.g. H=128 as in DeepSeek-V3.2.
+# B1 with the other head counts of the kernel library (H=128 as in
+# DeepSeek-V3.2); H16 is GLM-5.2's rank at TP4 on random indices over
+# S_kv = 16384 (docs/performance.md, "Shapes").
 for _heads in (32, 128):
     SHAPES[f"H{_heads}"] = SHAPES["B1"][:2] + (_heads,) + SHAPES["B1"][3:]
+SHAPES["H16"] = (4096, 16384, 16, 1, 512, 64, 2048, "random")
 DEFAULT_SHAPES = ["B1", "B2", "B2r", "B3"]
 TINY = {
     "B1": (64, 256, 8, 1, 32, 16, 64, "random"),
@@ -64,6 +71,7 @@ TINY = {
     "B3": (4 * 32, 128, 4, 1, 32, 16, 64, "packed"),
 }
 TINY["H32"] = TINY["B1"]
+TINY["H16"] = TINY["B2r"]
 TINY["H128"] = TINY["B1"][:2] + (16,) + TINY["B1"][3:]
 
 
@@ -134,6 +142,17 @@ def backends(p, args):
             args.compiled_ref = torch.compile(sparse_mla_bwd_reference, dynamic=False)
         compiled_ref = args.compiled_ref
         out["compiled-reference"] = lambda: compiled_ref(*t, s, q_positions=qp)
+    if p["q"].is_cuda and _compiled.is_available() and args.lse_e:
+        lse_e = p["lse"] * math.log(2.0)
+        out["compiled-lse-e"] = lambda: _compiled.sparse_mla_bwd(
+            t[0], t[1], t[2], t[3], t[4], lse_e, sm_scale=s, lse_base="e",
+            q_positions=qp, delta=None, dq_dtype=torch.bfloat16, dkv_dtype=torch.bfloat16)
+    if args.cudnn and p["q"].is_cuda:
+        import cudnn_peer
+        if cudnn_peer.available():
+            ops = cudnn_peer.prepare(p["q"], p["kv"], p["indices"], p["lse"], qp, lse_base=2)
+            out["cudnn"] = lambda: cudnn_peer.sparse_mla_bwd(
+                p["q"], ops[0], p["o"], p["do"], ops[1], ops[2], ops[3], s)
     if args.tilelang and qp is None:  # Slime's TileLang signature has no positions
         mod, _, name = args.tilelang.partition(":")
         tl = getattr(importlib.import_module(mod), name or "sparse_mla_bwd")
@@ -178,9 +197,13 @@ def main(argv=None):
     ap.add_argument("--warmup", type=int, default=None, help="default 3; tiny 1")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile(reference)")
     ap.add_argument("--tilelang", default=None, help="MODULE:FUNCTION of a TileLang peer")
+    ap.add_argument("--cudnn", action="store_true",
+                    help="also time cuDNN frontend's SM90 DSA backward (bench/cudnn_peer.py)")
+    ap.add_argument("--lse-e", action="store_true",
+                    help="also time the compiled op given the natural-log lse")
     ap.add_argument("--backends", nargs="+", default=None,
-                    help="only these backends (compiled, reference, compiled-reference, "
-                         "tilelang)")
+                    help="only these backends (compiled, compiled-lse-e, reference, "
+                         "compiled-reference, tilelang, cudnn)")
     ap.add_argument("--json", default=None, help="also write the results here")
     ap.add_argument("--rotate", type=int, default=None,
                     help="copies of the inputs run in turn (default 3; tiny 1)")

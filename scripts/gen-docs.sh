@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 BUILD=${SMLA_BUILD_DIR:-build}
 ninja -C "$BUILD" mlir-doc >/dev/null
 mkdir -p docs/generated
-for f in SMLADialect SMLAPasses SMLAConversionPasses; do
+for f in SMLADialect SMLAGPUDialect SMLAPasses SMLAConversionPasses; do
   if [ "${1:-}" = "--check" ]; then
     if ! diff -u "docs/generated/$f.md" "$BUILD/docs/$f.md"; then
       echo "docs/generated/$f.md is stale: run scripts/gen-docs.sh" >&2

@@ -8,6 +8,8 @@
 #include "smla/Conversion/Passes.h"
 #include "smla/Dialect/SMLA/Transforms/Passes.h"
 
+#include "smla/Dialect/SMLAGPU/IR/SMLAGPU.h"
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Pass/PassRegistry.h"
 
@@ -71,6 +73,32 @@ void mlir::smla::buildGpuKernelPipeline(OpPassManager &pm, int64_t threads,
   pm.addPass(createSMLAVerifyGuards());
 }
 
+void mlir::smla::buildWarpSpecializedKernelPipeline(OpPassManager &pm,
+                                                    int64_t softmaxChunks,
+                                                    int64_t dkvDepth) {
+  buildGuardedPipeline(pm);
+  SMLAGpuMapOptions mapOptions;
+  mapOptions.threads = 3 * smla_gpu::kWarpgroupThreads;
+  mapOptions.stageTokenRows = false;
+  pm.addPass(createSMLAGpuMap(mapOptions));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  SMLAScheduleWarpSpecializedOptions scheduleOptions;
+  if (softmaxChunks >= 0)
+    scheduleOptions.softmaxChunks = softmaxChunks;
+  if (dkvDepth > 0)
+    scheduleOptions.dkvDepth = dkvDepth;
+  kernels.addPass(createSMLAScheduleWarpSpecialized(scheduleOptions));
+  // The roles' gathers and reductions read masks and slots: checked while
+  // the smla_gpu ops are there to check.
+  kernels.addPass(createSMLAVerifyGuards());
+  kernels.addPass(createSMLAAllocateSmem());
+  kernels.addPass(createSMLAVerifySmem());
+  kernels.addPass(createSMLAGPUToNVVM());
+  kernels.addPass(createSMLALowerToNVVM());
+  kernels.addPass(createSMLAVerifySmem());
+  pm.addPass(createSMLAVerifyGuards());
+}
+
 void mlir::smla::buildGpuToPtxPipeline(OpPassManager &pm, StringRef cudaPath) {
   // The standard route to PTX (docs/compiler.md): bare-pointer kernel
   // parameters, PTX ISA 8.1 for the vector red.global.add, libdevice linked
@@ -112,6 +140,11 @@ void mlir::smla::registerPipelines() {
       "The guarded pipeline mapped onto gpu.funcs, with shared memory "
       "placed and verified and the tile ops lowered to gpu/nvgpu/nvvm",
       [](OpPassManager &pm) { buildGpuKernelPipeline(pm); });
+  PassPipelineRegistration<>(
+      "smla-gpu-kernels-warp-specialized",
+      "smla-gpu-kernels with the bwd kernel's block loop as warpgroup roles "
+      "(smla-schedule-warp-specialized, then smla-gpu-to-nvvm)",
+      [](OpPassManager &pm) { buildWarpSpecializedKernelPipeline(pm); });
   PassPipelineRegistration<>(
       "smla-gpu",
       "smla-gpu-kernels lowered to PTX for sm_90a (gpu.binary, format=isa)",

@@ -113,6 +113,12 @@ llvm::json::Object KernelSpec::manifestConfig() const {
     o["overlap_chunks"] = overlapChunks;
   if (maxSpillBytes)
     o["max_spill"] = maxSpillBytes;
+  if (warpSpecialized)
+    o["schedule"] = "warp_specialized";
+  if (softmaxChunks >= 0)
+    o["softmax_chunks"] = softmaxChunks;
+  if (dkvDepth)
+    o["dkv_depth"] = dkvDepth;
   return o;
 }
 
@@ -179,11 +185,20 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       s.fusedEpilogue = value == "fused" || value == "overlap";
       s.overlapChunks = value == "overlap" ? 1 : 0;
     }
+    else if (key == "schedule") {
+      ok = value == "cta" || value == "warp_specialized";
+      s.warpSpecialized = value == "warp_specialized";
+    }
+    else if (key == "softmax_chunks")
+      ok = integer(s.softmaxChunks) && s.softmaxChunks >= 0 &&
+           s.softmaxChunks <= 16;
+    else if (key == "dkv_depth")
+      ok = integer(s.dkvDepth) && (s.dkvDepth == 1 || s.dkvDepth == 2);
     else if (key == "overlap_chunks")
       ok = integer(overlapKey) && (overlapKey == 1 || overlapKey == 2);
     else if (key == "max_spill")
       ok = integer(s.maxSpillBytes) && s.maxSpillBytes >= 0 &&
-           s.maxSpillBytes <= 64;
+           s.maxSpillBytes <= 512;
     else if (key == "dq")
       ok = type(s.dqF32);
     else if (key == "dkv")
@@ -199,7 +214,8 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
       return fail("unknown configuration key '" + key +
                   "' (expected d, dt, heads, groups, block, head_blocks, "
                   "tokens, lse, positions, dq, dkv, threads, ctas_per_sm, "
-                  "scatter, cluster, epilogue, overlap_chunks, max_spill)");
+                  "scatter, cluster, epilogue, overlap_chunks, max_spill, schedule, softmax_chunks, "
+                  "dkv_depth)");
     if (!ok)
       return fail("bad value '" + value + "' for configuration key '" + key +
                   "'");
@@ -236,6 +252,21 @@ std::optional<KernelSpec> mlir::smla::parseKernelSpec(llvm::StringRef text,
   if (s.fusedEpilogue && !s.wgmmaScatter)
     return fail("epilogue = fused needs scatter = wgmma (it runs in the "
                 "wgmma block products' warpgroup)");
+  if ((s.softmaxChunks >= 0 || s.dkvDepth) && !s.warpSpecialized)
+    return fail("softmax_chunks and dkv_depth need schedule = "
+                "warp_specialized");
+  if (s.warpSpecialized) {
+    if (s.block != 64 || hg % 64 || s.tokens != 1 || s.wgmmaScatter ||
+        s.cluster || s.fusedEpilogue ||
+        (s.headBlocks && s.headBlocks != hg / 64) ||
+        (s.threads && s.threads != 384))
+      return fail("schedule = warp_specialized needs block = 64, 64 heads "
+                  "per CTA (heads / groups a multiple of 64), tokens = 1, "
+                  "384 threads and none of scatter, cluster or epilogue");
+    s.headBlocks = hg / 64;
+    s.threads = 384;
+    s.ctasPerSm = 1;
+  }
   if (s.tokens > 1)
     s.headBlocks = 1;
   return s;

@@ -49,6 +49,7 @@ using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 // invalid_slots, dead_rows, clamped, nonfinite_rows (smla/contract.py)
 constexpr int64_t kNumCounters = 4;
 constexpr int64_t kNonFiniteRows = 3;
+constexpr double kLog2e = 1.4426950408889634;
 
 /// The tensors a kernel may read or write; undefined ones pass as null.
 struct KernelTensors {
@@ -360,6 +361,18 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   if (n.T == 0)
     return emptyProblem(args);
   try {
+    if (lseBaseE) {
+      // A natural-log lse runs the base-2 kernels on lse * log2(e),
+      // converted once per row here (T x H floats): exp(s c - lse) =
+      // exp2(s c log2(e) - lse log2(e)), and a non-finite lse stays
+      // non-finite, so dead rows and the clamp are unchanged. The kernels'
+      // own conversion, per element of the step, cost 14% at H = 64
+      // (bench_bwd.py --shapes B1 --lse-e).
+      const at::Tensor lse2 = at::mul(lse, kLog2e);
+      const BwdArgs args2{q,          kv,    o,       dout,    indices, lse2,
+                          qPositions, delta, smScale, dqDtype, dkvDtype};
+      return launchKernels(args2, n, /*lseBaseE=*/false, walkEnv, pairsEnv);
+    }
     return launchKernels(args, n, lseBaseE, walkEnv, pairsEnv);
   } catch (const runtime::Error &error) {
     TORCH_CHECK(false, error.what());

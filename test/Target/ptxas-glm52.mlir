@@ -90,7 +90,7 @@
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 0, 1;" %t/ovc/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=OVERLAP-B1-N32
 // RUN: FileCheck %s --check-prefix=OVERLAP-PTX < %t/ovc/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx
 // RUN: FileCheck %s --check-prefix=OVERLAP-B1-MANIFEST < %t/ovc/manifest.json
-// RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,max_spill=100 2>&1 | FileCheck %s --check-prefix=OVERLAP-MAXSPILL
+// RUN: not smla-compile -o %t/bad -quiet --config heads=32,scatter=wgmma,max_spill=600 2>&1 | FileCheck %s --check-prefix=OVERLAP-MAXSPILL
 // RUN: smla-compile -o %t/ov2 -quiet --cta-threads 512 --config d=512,dt=64,heads=64,groups=1,block=64,lse=base2,positions=0,dq=bf16,dkv=bf16,scatter=wgmma,cluster=1,epilogue=overlap,overlap_chunks=2,max_spill=24
 // RUN: FileCheck %s --check-prefix=OVERLAP2-PTXAS < %t/ov2/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptxas.txt
 // RUN: grep -c "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {.*}, %rd[0-9]*, %rd[0-9]*, p, 1, 1, 0, 1;" %t/ov2/smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16.ptx | FileCheck %s --check-prefix=OVERLAP2-N32
@@ -244,7 +244,7 @@
 // OVERLAP-SPILL: kernel smla_d512_dt64_h64_g1_b64_s2_base2_bf16_bf16_bwd spills registers ({{[0-9]+}} bytes stored, {{[0-9]+}} loaded, max_spill=0;
 // OVERLAP-B1-N32: {{^}}8{{$}}
 // OVERLAP-B1-MANIFEST: "max_spill": 32
-// OVERLAP-MAXSPILL: bad value '100' for configuration key 'max_spill'
+// OVERLAP-MAXSPILL: bad value '600' for configuration key 'max_spill'
 // overlap_chunks=2: chunks 1 and 2 both in warpgroups 1-3 alongside the
 // run (16 m64n32k16 of the chunks, one arrive, after the last); the
 // manifest records it. B1's cluster kernel (the library's configuration)

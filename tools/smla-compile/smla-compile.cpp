@@ -156,7 +156,7 @@ int main(int argc, char **argv) {
                 "': " + ec.message());
 
   DialectRegistry registry;
-  registry.insert<SMLADialect>();
+  registry.insert<SMLADialect, smla_gpu::SMLAGPUDialect>();
   registerAllDialects(registry);
   registerAllExtensions(registry);
   registerAllToLLVMIRTranslations(registry);
@@ -202,9 +202,13 @@ int main(int argc, char **argv) {
       if (!useMma)
         (*module)->setAttr("smla.mma", BoolAttr::get(&context, false));
       PassManager kernelsPm(&context);
-      buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys,
-                             spec->wgmmaScatter, spec->cluster,
-                             spec->fusedEpilogue, spec->overlapChunks);
+      if (spec->warpSpecialized)
+        buildWarpSpecializedKernelPipeline(kernelsPm, spec->softmaxChunks,
+                                           spec->dkvDepth);
+      else
+        buildGpuKernelPipeline(kernelsPm, threads, ctas, prefetchKeys,
+                               spec->wgmmaScatter, spec->cluster,
+                               spec->fusedEpilogue, spec->overlapChunks);
       if (failed(kernelsPm.run(*module))) {
         if (!last) {
           if (!quiet)

@@ -6,6 +6,7 @@
 
 #include "smla/Conversion/Passes.h"
 #include "smla/Dialect/SMLA/IR/SMLA.h"
+#include "smla/Dialect/SMLAGPU/IR/SMLAGPU.h"
 #include "smla/Dialect/SMLA/Transforms/Passes.h"
 #include "smla/Pipelines/Pipelines.h"
 
@@ -23,7 +24,7 @@ int main(int argc, char **argv) {
   mlir::smla::registerPipelines();
 
   mlir::DialectRegistry registry;
-  registry.insert<mlir::smla::SMLADialect>();
+  registry.insert<mlir::smla::SMLADialect, mlir::smla_gpu::SMLAGPUDialect>();
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
   // gpu-module-to-binary (the smla-gpu pipeline) translates to LLVM IR.

@@ -7,8 +7,10 @@
 #ifndef SMLA_CONVERSION_PASSES_H
 #define SMLA_CONVERSION_PASSES_H
 
+#include "smla/Conversion/SMLAGPUToNVVM/SMLAGPUToNVVM.h"
 #include "smla/Conversion/SMLAToLoops/SMLAToLoops.h"
 #include "smla/Conversion/SMLAToNVVM/SMLAToNVVM.h"
+#include "smla/Conversion/SMLAToSMLAGPU/SMLAToSMLAGPU.h"
 
 namespace mlir::smla {
 #define GEN_PASS_REGISTRATION

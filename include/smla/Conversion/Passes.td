@@ -138,6 +138,10 @@ def SMLAGpuMap : Pass<"smla-gpu-map", "::mlir::ModuleOp"> {
            "Stage q and do of a 32-row CTA at block 64 on 512 threads as one "
            "canonical [q; do] tile, for the wgmma form of the dKV scatter "
            "(smla-defer-scatter)">,
+    Option<"stageTokenRows", "stage-token-rows", "bool", /*default=*/"true",
+           "Stage the CTA's q and do rows in shared memory where they fit "
+           "(off for the warp-specialized schedule, whose producer stages "
+           "them itself)">,
     Option<"clusterHeadBlocks", "cluster-head-blocks", "bool",
            /*default=*/"false",
            "With wgmma-scatter and an even number of head blocks per token: "
@@ -490,6 +494,156 @@ def SMLALowerToNVVM : Pass<"smla-lower-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
                            "::mlir::NVVM::NVVMDialect",
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+//===----------------------------------------------------------------------===//
+// The warp-specialized schedule (docs/schedule.md).
+//===----------------------------------------------------------------------===//
+
+def SMLAScheduleWarpSpecialized
+    : Pass<"smla-schedule-warp-specialized", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Restate a bwd kernel's block loop as warpgroup roles";
+  let description = [{
+    For each bwd gpu.func of `smla-gpu-map` (one token and 64 heads per
+    CTA, blocks of 64 keys, 384 threads), replaces the guarded tile ops of
+    the step (delta, row_live, the top-k block loop, store_dq) with an
+    `smla_gpu.warp_specialize` of three roles and three pipelines:
+
+    * `producer` (40 registers): the CTA's q and do rows into swizzled
+      tiles (`load_rows`, pipeline `rows`), then per block the cloned
+      index loads and masks, `write_slots` and the masked `gather_keys`
+      into the key stage (pipeline `keys`);
+    * `softmax` (232 registers): Delta and the dead-row count (the cloned
+      `smla.delta` and `smla.row_live`), then per block S and dP by
+      `wgmma`, the guarded softmax and dS in `arith` / `math` on the
+      fragments (`math.exp2` of `arith.minimumf(x2, clamp)`, selected by
+      the slot mask and the row's liveness), P^T and dS^T to shared
+      memory (pipeline `pds`), dQ[:, 0:256] += dS K with dS as register A;
+    * `dkv` (232 registers): dQ[:, 256:W] += dS K (A from the dS^T tile),
+      the key stage released, then dS^T q (+ P^T do) in 64-column chunks,
+      each `reduce_dkv` into the fp32 dKV buffer at the stage's slots.
+
+    The dKV chunks are split between the two consumer roles: the softmax
+    role reduces the last `softmax-chunks` of them after it has released
+    the key stage (while the next block's keys are gathered), the dkv
+    role the others, `dkv-depth` 2 issuing each next chunk's products
+    before the current chunk's reductions.
+
+    A kernel the schedule cannot take is an error naming the reason.
+
+    Before (the block loop of a bwd kernel):
+    ```mlir
+    scf.for %j = %c0 to %n step %c1 {
+      %idx = smla.index_load %indices[%t, %g, %off] ...
+      %m = smla.index_mask %idx bound(%S) lanes(%l) ... -> vector<64xi1>
+      smla.gather %kv[%g] rows(%idx) mask(%m : vector<64xi1>) into %keys ...
+      smla.tile_dot %q[%t, %g], %keys into %s ...
+      smla.tile_dot %do[%t, %g], %keys into %dp ...
+      smla.softmax %s, %lse[%t, %g] mask(%m ...) live(%live ...) into %p ...
+      smla.dscores %p, %dp, %delta into %ds ...
+      smla.dq_accumulate %ds, %keys into %dqacc ...
+      smla.scatter_dkv %ds, %p, %q, %do[%t, %g] rows(%idx) mask(%m2 ...) into %dkv[%g] ...
+    }
+    ```
+    After:
+    ```mlir
+    %keys = smla_gpu.pipeline_create %bars {async_copies} : ... ->
+        !smla_gpu.pipeline<stages = 1, producers = 128, consumers = 256>
+    smla_gpu.warp_specialize roles ["producer", "softmax", "dkv"]
+        registers [40, 232, 232] {
+      scf.for %j = %c0 to %n step %c1 {
+        %idx = smla.index_load ...
+        %m = smla.index_mask ...
+        smla_gpu.producer_acquire %keys[%j] : ...
+        smla_gpu.write_slots %idx masks(%m, %m2 : ...) into %slots ...
+        smla_gpu.gather_keys %kv[%idx] group(%g) mask(%m : vector<64xi1>) into %ktile ...
+        smla_gpu.producer_commit %keys[%j] : ...
+      }
+    }, {
+      %dq = scf.for %j = %c0 to %n step %c1 iter_args(%acc = %zero) -> (vector<128xf32>) {
+        smla_gpu.consumer_wait %keys[%j] : ...
+        %s = smla_gpu.wgmma a_tile(%qtile : ...) b_tile(%ktile : ...) {...} -> vector<32xf32>
+        ...
+        %e = math.exp2 %xc : vector<32xf32>
+        %p = arith.select %ok, %e, %zero32 : vector<32xi1>, vector<32xf32>
+        ...
+      }
+    }, {
+      ...
+    }
+    ```
+  }];
+  let options = [
+    Option<"softmaxChunks", "softmax-chunks", "int64_t", /*default=*/"3",
+           "64-column dKV chunks the softmax role reduces (the last ones)">,
+    Option<"dkvDepth", "dkv-depth", "int64_t", /*default=*/"1",
+           "Chunks in flight in the dkv role (1 or 2)">,
+  ];
+  let dependentDialects = ["::mlir::smla_gpu::SMLAGPUDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
+def SMLAGPUToNVVM : Pass<"smla-gpu-to-nvvm", "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Lower the smla_gpu schedule to NVVM, one pattern per op";
+  let description = [{
+    Runs after `smla-allocate-smem` (the tiles, slots and mbarrier words
+    are views of the kernel's dynamic shared memory). Each smla_gpu op
+    becomes NVVM / LLVM code:
+
+    * `warp_specialize`: `scf.if` on the warpgroup index (tid.x / 128,
+      read from lane 0 so that every warp takes one branch), each branch a
+      `nvvm.setmaxregister` to the role's registers, the role's body, and
+      back to the starting registers (the code after the roles runs on
+      every warp);
+      `thread_in_warpgroup`: tid.x % 128;
+    * `pipeline_create`: thread 0 initialises the mbarriers, then a CTA
+      barrier; `producer_acquire` / `consumer_wait`:
+      `nvvm.mbarrier.try_wait.parity`; `producer_commit`:
+      `nvvm.cp.async.mbarrier.arrive` (noinc) and `nvvm.mbarrier.arrive`;
+      `consumer_release`: `nvvm.mbarrier.arrive`;
+    * `gather_keys` / `load_rows`: `nvgpu.device_async_copy` of 16 bytes
+      into the 128-byte swizzle, the gather's source row and size selected
+      by the mask (size 0 zero-fills); `write_slots`: thread j < 64 writes
+      slot j. The cloned `smla.index_load` / `smla.index_mask` /
+      `smla.row_live` / `smla.delta` of a role are lowered with that
+      role's 128 threads (the lane functions of smla-lower-to-nvvm);
+    * `wgmma`: `wgmma.fence`, the chain of `wgmma.mma_async` (a PTX
+      builder: MLIR 22's op has no register-A form) with shared-memory
+      descriptors in the 128-byte swizzle, `wgmma.commit_group`;
+      `wgmma_wait`: `nvvm.wgmma.wait.group.sync.aligned` and an empty
+      asm that ties every fragment register to it, so nothing reads an
+      accumulator before the wait;
+    * `fragment_rows` / `fragment_columns` / `pack_operand` /
+      `store_fragment` / `store_rows`: the m64nN fragment layout made
+      explicit; `count`: per-thread sums and one atomic add where any
+      predicate holds; `reduce_dkv`: lanes 2k and 2k + 1 swap a column
+      pair so that each `red.global.add.v4.f32` adds four consecutive
+      columns of one slot, predicated on the slot (`select(slot >= 0,
+      slot, 0)` is the only address).
+
+    Before:
+    ```mlir
+    smla_gpu.consumer_wait %keys[%j] : !smla_gpu.pipeline<stages = 1, producers = 128, consumers = 256>
+    ```
+    After:
+    ```mlir
+    %bar = llvm.inttoptr %addr : i64 to !llvm.ptr<3>
+    nvvm.mbarrier.try_wait.parity %bar, %phase, %ticks : !llvm.ptr<3>, i32, i32
+    nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+    ```
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::vector::VectorDialect"];

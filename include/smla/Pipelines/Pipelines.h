@@ -40,6 +40,16 @@ void buildGpuKernelPipeline(OpPassManager &pm, int64_t threads = 256,
                             bool clusterHeadBlocks = false,
                             bool fusedEpilogue = false,
                             int64_t overlapChunks = 0);
+/// The kernels of the warp-specialized schedule (docs/schedule.md):
+/// smla-guarded, smla-gpu-map on 384 threads without staged rows,
+/// smla-schedule-warp-specialized, the shared-memory placement and check,
+/// smla-gpu-to-nvvm, smla-lower-to-nvvm for the other kernels, and the
+/// guard check of the lowered exponentials.
+/// `softmaxChunks` and `dkvDepth` are smla-schedule-warp-specialized's
+/// options (negative / 0: its defaults).
+void buildWarpSpecializedKernelPipeline(OpPassManager &pm,
+                                        int64_t softmaxChunks = -1,
+                                        int64_t dkvDepth = 0);
 
 /// The standard lowering of `smla-gpu-kernels` output to a gpu.binary with
 /// sm_90a PTX (+ptx81).

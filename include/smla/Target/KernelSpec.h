@@ -75,9 +75,21 @@ struct KernelSpec {
   /// step's last dKV chunks run alongside (recorded in the manifest when
   /// 2). 0: no overlap.
   int64_t overlapChunks = 0;
+  /// Key `schedule` (`cta`, the default, or `warp_specialized`): with
+  /// `warp_specialized` the bwd kernel's block loop runs as three
+  /// warpgroup roles (smla-schedule-warp-specialized, docs/schedule.md):
+  /// 384 threads, 64 heads per CTA (head_blocks = heads / groups / 64),
+  /// blocks of 64 keys. The manifest's config records it.
+  bool warpSpecialized = false;
+  /// Keys `softmax_chunks` and `dkv_depth` (with warp_specialized): the
+  /// schedule's split of the dKV chunks between the consumer roles and the
+  /// dkv role's chunks in flight (smla-schedule-warp-specialized's
+  /// options); -1 / 0: its defaults. Recorded in the manifest when set.
+  int64_t softmaxChunks = -1, dkvDepth = 0;
   /// Key `max_spill`: bytes of register spill (stores, and loads) that
   /// smla-compile accepts for this configuration's kernels (default 0: a
-  /// kernel that spills is refused). Recorded in the manifest when set.
+  /// kernel that spills is refused; at most 512). Recorded in the manifest
+  /// when set.
   int64_t maxSpillBytes = 0;
   // No sm_scale: it is the bwd kernel's run-time f32 `sm_scale` parameter.
   /// A symbol-safe name, e.g. smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16

@@ -163,7 +163,7 @@ void mlir::smla::emitProxyFence(OpBuilder &b, Location loc) {
 
 void mlir::smla::emitMaskedRed(OpBuilder &b, Location loc, Value dkv,
                                Value group, Value valid, Value raw, Value col,
-                               ValueRange values) {
+                               ValueRange values, Value policy) {
   assert((values.size() == 2 || values.size() == 4) && "red.v2 or red.v4");
   auto dkvType = cast<MemRefType>(dkv.getType());
   int64_t groups = dkvType.getDimSize(1), width = dkvType.getDimSize(2);
@@ -193,13 +193,31 @@ void mlir::smla::emitMaskedRed(OpBuilder &b, Location loc, Value dkv,
   operands.append(values.begin(), values.end());
   operands.push_back(diagnosticPredicate(b, loc, valid));
   bool v4 = values.size() == 4;
+  std::string text = v4 ? "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};"
+                        : "@$3 red.global.add.v2.f32 [$0], {$1, $2};";
+  std::string constraints = v4 ? "l,f,f,f,f,b" : "l,f,f,b";
+  if (policy) {
+    operands.push_back(policy);
+    text = v4 ? "@$5 red.global.add.L2::cache_hint.v4.f32 [$0], {$1, $2, "
+                "$3, $4}, $6;"
+              : "@$3 red.global.add.L2::cache_hint.v2.f32 [$0], {$1, $2}, $4;";
+    constraints += ",l";
+  }
   LLVM::InlineAsmOp::create(
-      b, loc, TypeRange{}, operands,
-      v4 ? "@$5 red.global.add.v4.f32 [$0], {$1, $2, $3, $4};"
-         : "@$3 red.global.add.v2.f32 [$0], {$1, $2};",
-      v4 ? "l,f,f,f,f,b" : "l,f,f,b",
+      b, loc, TypeRange{}, operands, text, constraints,
       /*has_side_effects=*/true, /*is_align_stack=*/false,
       LLVM::TailCallKind::None,
       LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
       ArrayAttr());
+}
+
+Value mlir::smla::emitEvictLastPolicy(OpBuilder &b, Location loc) {
+  auto op = LLVM::InlineAsmOp::create(
+      b, loc, b.getI64Type(), ValueRange{},
+      "createpolicy.fractional.L2::evict_last.b64 $0, 1.0;", "=l",
+      /*has_side_effects=*/false, /*is_align_stack=*/false,
+      LLVM::TailCallKind::None,
+      LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+      ArrayAttr());
+  return op.getResult(0);
 }

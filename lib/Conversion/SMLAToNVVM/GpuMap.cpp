@@ -335,7 +335,8 @@ scf::ForOp findGroupLoop(scf::ForOp tokenLoop) {
 
 LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                           int64_t threads, int64_t ctasPerSm, bool mma,
-                          bool wgmmaScatter, bool clusterHeadBlocks) {
+                          bool wgmmaScatter, bool clusterHeadBlocks,
+                          bool stageRows) {
   FailureOr<Roles> roles = findRoles(func);
   if (failed(roles))
     return failure();
@@ -490,8 +491,10 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
     // reserved by the system.
     int64_t budget =
         std::min(kMaxDynamicSmem, kSmemPerSm / ctasPerSm - kSmemReservedPerCta);
-    stageTokenRows(b, loc, kernel, tensors, mapping, t, g, threads, *headBlocks,
-                   budget, mma && wgmmaScatter, clusterHeadBlocks);
+    if (stageRows)
+      stageTokenRows(b, loc, kernel, tensors, mapping, t, g, threads,
+                     *headBlocks, budget, mma && wgmmaScatter,
+                     clusterHeadBlocks);
   }
 
   // The dKV accumulator's zero fill and its final cast: one CTA per kv row.
@@ -588,7 +591,8 @@ struct SMLAGpuMapPass
     bool withMma = mmaEnabled(module, mma);
     for (func::FuncOp func : funcs)
       if (failed(mapFunction(func, gpuModule, threads, ctasPerSm, withMma,
-                             wgmmaScatter, clusterHeadBlocks)))
+                             wgmmaScatter, clusterHeadBlocks,
+                             stageTokenRows)))
         return signalPassFailure();
   }
 };

@@ -54,11 +54,18 @@ void mlir::smla::collectUses(Value buffer,
     Value v = work.pop_back_val();
     for (Operation *user : v.getUsers()) {
       uses.push_back(user);
-      if (!isMemoryEffectFree(user) || user->getNumRegions())
+      if (user->getNumRegions())
         continue;
-      for (Value r : user->getResults())
-        if (seen.insert(r).second)
+      // A side-effect-free user derives views or addresses; any user may
+      // return a handle to the buffer (a dialect type such as
+      // !smla_gpu.pipeline, whose mbarriers are the buffer's words), whose
+      // uses use the buffer.
+      bool pure = isMemoryEffectFree(user);
+      for (Value r : user->getResults()) {
+        bool handle = !isa<BuiltinDialect>(r.getType().getDialect());
+        if ((pure || handle) && seen.insert(r).second)
           work.push_back(r);
+      }
     }
   }
 }

@@ -113,8 +113,15 @@ void emitNonFiniteRowCount(CtaEmitter &e, Value counters, Value flagged,
 /// values` (2 or 4 consecutive columns): a masked lane adds nothing and its
 /// index never becomes an address. `--smla-diagnostic-dkv` (measurements
 /// only) switches every reduction off.
+/// With `policy` (an L2 cache policy from emitEvictLastPolicy), the
+/// reduction carries it as its `.L2::cache_hint`.
 void emitMaskedRed(OpBuilder &b, Location loc, Value dkv, Value group,
-                   Value valid, Value raw, Value col, ValueRange values);
+                   Value valid, Value raw, Value col, ValueRange values,
+                   Value policy = Value());
+/// `createpolicy.fractional.L2::evict_last.b64 1.0`: lines touched under
+/// it stay in L2 ahead of others (the fp32 dKV rows that later
+/// reductions add to).
+Value emitEvictLastPolicy(OpBuilder &b, Location loc);
 
 /// scatter_dkv on tensor cores (LowerScatterMma.cpp); `mask` and `index`
 /// give the lanes of the op's mask and index vectors.
@@ -179,6 +186,9 @@ void lowerTileDotPairWgmma(CtaEmitter &e, TileDotOp first, TileDotOp second,
 LogicalResult lowerFusedEpilogueRun(CtaEmitter &e, TileDotOp first,
                                     TileDotOp second, const LaneMap &lanes,
                                     DenseSet<Operation *> &fusedAway);
+/// Delta = rowsum(o * do) of the op's heads into its delta buffer, on the
+/// emitter's threads (LowerTileOps.cpp).
+LogicalResult lowerDelta(CtaEmitter &e, DeltaOp op);
 /// softmax and dscores over their tiles (LowerSoftmax.cpp).
 LogicalResult lowerSoftmax(CtaEmitter &e, SoftmaxOp op, const LaneMap &lanes);
 void lowerDScores(CtaEmitter &e, DScoresOp op);

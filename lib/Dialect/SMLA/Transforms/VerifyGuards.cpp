@@ -6,6 +6,7 @@
 
 #include "smla/Dialect/SMLA/Transforms/GuardAnalysis.h"
 #include "smla/Dialect/SMLA/Transforms/Passes.h"
+#include "smla/Dialect/SMLAGPU/IR/SMLAGPU.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -59,18 +60,27 @@ LogicalResult verifySoftmax(SoftmaxOp op) {
   return success();
 }
 
+/// The value of a scalar float constant or of a vector splat of one.
+std::optional<APFloat> constantFloat(Value v) {
+  FloatAttr attr;
+  if (matchPattern(v, m_Constant(&attr)))
+    return attr.getValue();
+  DenseElementsAttr dense;
+  if (matchPattern(v, m_Constant(&dense)) && dense.isSplat() &&
+      isa<FloatType>(dense.getElementType()))
+    return dense.getSplatValue<APFloat>();
+  return std::nullopt;
+}
+
 /// A lowered exponential must read a clamped exponent and be consumed only
 /// as the chosen value of a select: the guard that makes P exactly 0.
 LogicalResult verifyLoweredExp(Operation *exp) {
   Operation *clamp = exp->getOperand(0).getDefiningOp();
   bool clamped = false;
   if (clamp && isa<arith::MinimumFOp, arith::MinNumFOp>(clamp)) {
-    for (Value bound : clamp->getOperands()) {
-      FloatAttr attr;
-      if (matchPattern(bound, m_Constant(&attr)) &&
-          attr.getValueAsDouble() <= kMaxExp2Clamp)
-        clamped = true;
-    }
+    for (Value bound : clamp->getOperands())
+      if (std::optional<APFloat> c = constantFloat(bound))
+        clamped |= c->convertToDouble() <= kMaxExp2Clamp;
   }
   if (!clamped)
     return exp->emitOpError()
@@ -84,9 +94,8 @@ LogicalResult verifyLoweredExp(Operation *exp) {
                                    "is used outside the true branch of an "
                                    "arith.select";
     // The guard selects exactly zero for dead rows and invalid lanes.
-    FloatAttr otherwise;
-    if (!matchPattern(select.getFalseValue(), m_Constant(&otherwise)) ||
-        !otherwise.getValue().isZero())
+    std::optional<APFloat> otherwise = constantFloat(select.getFalseValue());
+    if (!otherwise || !otherwise->isZero())
       return exp->emitOpError() << "is an unguarded exponential: the select "
                                    "that consumes it does not choose 0.0 "
                                    "otherwise";
@@ -136,6 +145,46 @@ LogicalResult verifyScatterPacked(ScatterPackedOp op) {
   return success();
 }
 
+/// The slots a warp-specialized dKV reduction addresses come from
+/// smla_gpu.fragment_rows of a stage's slots buffer, and every writer of
+/// that buffer is a write_slots one of whose masks guards `dkv` for the
+/// reduction's group.
+LogicalResult verifyReduceDkv(smla_gpu::ReduceDkvOp op) {
+  auto rows = op.getSlots().getDefiningOp<smla_gpu::FragmentRowsOp>();
+  if (!rows)
+    return op.emitOpError() << "is an unguarded scatter: its slots are not "
+                               "the rows of a slots buffer";
+  bool written = false;
+  for (Operation *user : rows.getValues().getUsers()) {
+    if (isa<smla_gpu::FragmentRowsOp, smla_gpu::FragmentColumnsOp>(user))
+      continue;
+    auto slots = dyn_cast<smla_gpu::WriteSlotsOp>(user);
+    if (!slots)
+      return op.emitOpError() << "is an unguarded scatter: its slots are "
+                                 "written by '"
+                              << user->getName()
+                              << "', not by smla_gpu.write_slots";
+    written = true;
+    std::string why = "no mask of its write_slots guards the dkv it adds to";
+    for (Value mask : slots.getMasks()) {
+      std::string w =
+          explainMaskMismatch(mask, slots.getIndices(), op.getDkv());
+      if (w.empty())
+        w = explainIndexOrigin(slots.getIndices(), Value(), op.getGroup());
+      if (w.empty()) {
+        why.clear();
+        break;
+      }
+    }
+    if (!why.empty())
+      return op.emitOpError() << "is an unguarded scatter: " << why;
+  }
+  if (!written)
+    return op.emitOpError() << "is an unguarded scatter: no write_slots "
+                               "writes its slots";
+  return success();
+}
+
 struct SMLAVerifyGuardsPass
     : public mlir::smla::impl::SMLAVerifyGuardsBase<SMLAVerifyGuardsPass> {
   void runOnOperation() override {
@@ -158,6 +207,11 @@ struct SMLAVerifyGuardsPass
                               isStaged(scatter.getQ()) ? Value()
                                                        : scatter.getToken(),
                               scatter.getGroup());
+      else if (auto keys = dyn_cast<smla_gpu::GatherKeysOp>(op))
+        result = verifyAccess(op, "gather", keys.getMask(), keys.getIndices(),
+                              keys.getKv(), Value(), keys.getGroup());
+      else if (auto reduce = dyn_cast<smla_gpu::ReduceDkvOp>(op))
+        result = verifyReduceDkv(reduce);
       else if (auto chunk = dyn_cast<ScatterPackedOp>(op))
         result = verifyScatterPacked(chunk);
       else if (auto softmax = dyn_cast<SoftmaxOp>(op))
