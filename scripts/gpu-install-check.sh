@@ -45,12 +45,23 @@ source scripts/steps.sh
 VENV="$OUT/venv"
 PY="$VENV/bin/python"
 rm -rf "$VENV" "$OUT/cache"
+# Where python3 itself runs in a virtual environment (torch installed in
+# one, as on images that ship /opt/torch/.venv), --system-site-packages
+# reaches only the base interpreter's packages: a .pth file puts that
+# environment's site-packages after the new one's.
+inherit_env() {
+  local site parent
+  site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  parent=$(python3 -c 'import site, sys; print("\n".join(site.getsitepackages()) if sys.prefix != sys.base_prefix else "")')
+  [ -n "$parent" ] && printf '%s\n' "$parent" >"$site/_smla_check_parent_env.pth"
+  return 0
+}
 install() {
   if python3 -m venv --system-site-packages "$VENV"; then
-    "$PY" -m pip install --no-index --no-deps "$DIST"
+    inherit_env && "$PY" -m pip install --no-index --no-deps "$DIST"
   else
     rm -rf "$VENV" && python3 -m venv --system-site-packages --without-pip "$VENV" &&
-      python3 -m pip --python "$PY" install --no-index --no-deps "$DIST"
+      inherit_env && python3 -m pip --python "$PY" install --no-index --no-deps "$DIST"
   fi
 }
 step install install.log install
