@@ -65,7 +65,7 @@ install() {
   fi
 }
 step install install.log install
-export SMLA_CACHE_DIR="$OUT/cache" SMLA_EXPECT_INSTALLED=1 PYTHONUNBUFFERED=1
+export SMLA_CACHE_DIR="$OUT/cache" SMLA_EXPECT_INSTALLED=1 SMLA_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
 unset SMLA_KERNEL_DIR PYTHONPATH
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
 

@@ -25,7 +25,7 @@ OUT=${1:?usage: scripts/gpu.sh OUT [KERNEL_DIR]}
 KDIR=$(realpath "${2:-build/kernels}")
 STEPS=${SMLA_GPU_STEPS:-runtime tests replay sanitize bench}
 mkdir -p "$OUT"
-export SMLA_KERNEL_DIR="$KDIR" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1
+export SMLA_KERNEL_DIR="$KDIR" PYTHONPATH="$PWD/python" PYTHONUNBUFFERED=1 SMLA_REQUIRE_GPU=1
 source scripts/steps.sh
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$OUT/gpu.txt" 2>&1
