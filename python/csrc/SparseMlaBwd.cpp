@@ -361,13 +361,19 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   if (n.T == 0)
     return emptyProblem(args);
   try {
-    if (lseBaseE) {
+    const bool hasPositions = qPositions.has_value() && qPositions->defined();
+    if (lseBaseE &&
+        findInLibraries(BwdConfig{n, /*lseBaseE=*/false, hasPositions,
+                                  dqDtype, dkvDtype},
+                        nullptr)
+            .bwd) {
       // A natural-log lse runs the base-2 kernels on lse * log2(e),
       // converted once per row here (T x H floats): exp(s c - lse) =
       // exp2(s c log2(e) - lse log2(e)), and a non-finite lse stays
       // non-finite, so dead rows and the clamp are unchanged. The kernels'
       // own conversion, per element of the step, cost 14% at H = 64
-      // (bench_bwd.py --shapes B1 --lse-e).
+      // (bench_bwd.py --shapes B1 --lse-e). Without a base-2 kernel for
+      // the configuration, the natural-log kernel takes lse as it is.
       const at::Tensor lse2 = at::mul(lse, kLog2e);
       const BwdArgs args2{q,          kv,    o,       dout,    indices, lse2,
                           qPositions, delta, smScale, dqDtype, dkvDtype};

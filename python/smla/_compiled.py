@@ -163,7 +163,7 @@ def sparse_mla_bwd(
         q, kv, o, do, indices, lse, float(sm_scale), lse_e, q_positions, delta, dq_dtype,
         dkv_dtype,
     )
-    if logger.isEnabledFor(logging.DEBUG) and not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and logger.isEnabledFor(logging.DEBUG):
         _log_choice(module, q, kv, indices, lse_e, q_positions, dq_dtype, dkv_dtype)
     return out
 
