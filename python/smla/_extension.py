@@ -151,6 +151,44 @@ def _failure_message(log: str) -> str:
             f"the next run retries):\n{tail}")
 
 
+# Where a compiler with a shared libstdc++ is looked for first.
+_FALLBACK_COMPILERS = ("/usr/bin/c++", "/usr/bin/g++")
+
+
+def _shares_libstdcxx(cxx: str) -> bool:
+    """Whether `cxx` links C++ programs against a shared libstdc++ (GCC and
+    Clang answer -print-file-name with a path only where the file exists)."""
+    try:
+        out = subprocess.run([cxx, "-print-file-name=libstdc++.so"], capture_output=True,
+                             text=True, timeout=30, stdin=subprocess.DEVNULL).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return True  # not a GCC-like driver: CMake's own checks decide
+    return os.path.isabs(out)
+
+
+def _cxx_compiler() -> Optional[str]:
+    """The C++ compiler for the extension: CMake's choice (CXX, else c++ on
+    PATH), unless that toolchain has only a static libstdc++. Linked into
+    the extension, a second libstdc++ next to torch's shared one breaks at
+    the first stream the two both touch (a device-mismatch error message
+    crashed in std::ostream on such an image), so a compiler with a shared
+    libstdc++ is taken instead, or the build stops saying why."""
+    chosen = os.environ.get("CXX") or _tool("c++") or _tool("g++")
+    if chosen is None or _shares_libstdcxx(chosen):
+        return None
+    for candidate in (*_FALLBACK_COMPILERS, _tool("c++"), _tool("g++")):
+        if candidate and os.path.isfile(candidate) and \
+                os.path.realpath(candidate) != os.path.realpath(chosen) and \
+                _shares_libstdcxx(candidate):
+            logger.warning("smla: %s has no shared libstdc++ (the extension would carry a "
+                           "second copy next to torch's); building with %s", chosen, candidate)
+            return candidate
+    raise ExtensionBuildError(
+        f"{chosen} links libstdc++ statically (it has no libstdc++.so), so smla._C would carry "
+        "a second libstdc++ next to torch's, which crashes; set CXX to a compiler with a "
+        "shared libstdc++ (the one torch was built with, e.g. the system's g++)")
+
+
 def _run_build(path: str, failed: str) -> None:
     import torch
 
@@ -172,8 +210,10 @@ def _run_build(path: str, failed: str) -> None:
             env["CUDA_HOME"] = CUDA_HOME
     jobs = str(max(1, min(len(os.sched_getaffinity(0)), 32)))
     generator = ["-G", "Ninja"] if _tool("ninja") else []
+    cxx = _cxx_compiler()
+    compiler = [f"-DCMAKE_CXX_COMPILER={cxx}"] if cxx else []
     commands = [
-        [cmake, "-S", source, "-B", build, *generator, "-DCMAKE_BUILD_TYPE=Release",
+        [cmake, "-S", source, "-B", build, *generator, *compiler, "-DCMAKE_BUILD_TYPE=Release",
          f"-DPython_EXECUTABLE={sys.executable}", "-DSMLA_PYTHON_INPLACE=OFF"],
         [cmake, "--build", build, "-j", jobs],
     ]

@@ -141,3 +141,28 @@ def test_installed_package_is_under_test():
     assert not os.path.abspath(smla.__file__).startswith(os.path.join(ROOT, "python") + os.sep)
     assert os.path.isdir(os.path.join(os.path.dirname(smla.__file__), "_native"))
     assert _extension.build_info()["version"] == smla.__version__
+
+
+def _fake_compiler(path, libstdcxx):
+    """A compiler driver that answers -print-file-name=libstdc++.so as GCC
+    does: a path where the shared library exists, the bare name where not."""
+    path.write_text(f"#!/bin/sh\necho '{libstdcxx}'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_extension_avoids_a_compiler_with_only_a_static_libstdcxx(tmp_path, monkeypatch):
+    """A toolchain whose libstdc++ is static-only would put a second
+    libstdc++ into smla._C next to torch's: the build takes a compiler with a
+    shared one, or stops with the reason, naming CXX."""
+    static = _fake_compiler(tmp_path / "static-g++", "libstdc++.so")
+    shared = _fake_compiler(tmp_path / "shared-g++", "/usr/lib/libstdc++.so")
+    monkeypatch.setattr(_extension, "_tool", lambda name: None)
+    monkeypatch.setenv("CXX", static)
+    monkeypatch.setattr(_extension, "_FALLBACK_COMPILERS", (shared,))
+    assert _extension._cxx_compiler() == shared
+    monkeypatch.setattr(_extension, "_FALLBACK_COMPILERS", ())
+    with pytest.raises(_extension.ExtensionBuildError, match="static-g.. links libstdc.. statically.*set CXX"):
+        _extension._cxx_compiler()
+    monkeypatch.setenv("CXX", shared)
+    assert _extension._cxx_compiler() is None  # CMake's own choice stands
