@@ -360,6 +360,11 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   lastChoice() = Choice{};
   if (n.T == 0)
     return emptyProblem(args);
+  // dkv is summed with fp32 atomic reductions, whose order changes from
+  // run to run: under torch.use_deterministic_algorithms(True) the op
+  // raises (warns with warn_only=True) through PyTorch's alert, as ATen's
+  // order-dependent atomics do, instead of passing as deterministic.
+  at::globalContext().alertNotDeterministic("smla.sparse_mla_bwd");
   try {
     const bool hasPositions = qPositions.has_value() && qPositions->defined();
     if (lseBaseE &&

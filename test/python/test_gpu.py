@@ -548,3 +548,30 @@ def test_b2_indices_generate_fast_on_gpu():
     assert time.perf_counter() - t0 < 30.0
     st = smla.indices.overlap_stats(idx, sample=256)
     assert 0.7 < st["next_overlap"] < 0.9
+
+
+@needs_compiled
+def test_deterministic_algorithms_alert(capfd):
+    """dkv's fp32 atomic sums are not bitwise reproducible: with PyTorch's
+    deterministic algorithms on, the op raises naming itself, and with
+    warn_only=True it warns (PyTorch's C++ warning: a Python warning or a
+    line on stderr, depending on how the op was reached) and runs."""
+    import warnings
+
+    message = "smla.sparse_mla_bwd does not have a deterministic"
+    p = problem(T=4, S=64, K=32, adversarial=False)
+    try:
+        torch.use_deterministic_algorithms(True)
+        with pytest.raises(RuntimeError, match=message):
+            smla.sparse_mla_bwd(**p, mode="compiled")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        capfd.readouterr()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            dq, _ = smla.sparse_mla_bwd(**p, mode="compiled")
+        err = capfd.readouterr().err
+        assert any(message in str(w.message) for w in caught) or message in err
+        assert torch.isfinite(dq.float()).all()
+    finally:
+        torch.use_deterministic_algorithms(False)
+    smla.sparse_mla_bwd(**p, mode="compiled")
