@@ -233,29 +233,29 @@ LogicalResult PackOperandOp::verify() {
   return success();
 }
 
-LogicalResult FragmentRowsOp::verify() {
-  if (failed(verifyFragment(*this, getResult().getType(), getN())))
+/// A fragment read from a 1-D buffer of at least `need` values (one per
+/// row or per column of the fragment's tile) of the fragment's element
+/// type.
+template <typename OpT>
+static LogicalResult verifyFragmentRead(OpT op, int64_t need, StringRef per) {
+  if (failed(verifyFragment(op, op.getResult().getType(), op.getN())))
     return failure();
-  if (getValues().getType().getElementType() !=
-      getResult().getType().getElementType())
-    return emitOpError() << "expects the values' element type";
-  int64_t len = getValues().getType().getDimSize(0);
-  if (!ShapedType::isDynamic(len) && len < kFragmentRows)
-    return emitOpError() << "expects at least 64 values (one per row)";
+  if (op.getValues().getType().getElementType() !=
+      op.getResult().getType().getElementType())
+    return op.emitOpError() << "expects the values' element type";
+  int64_t len = op.getValues().getType().getDimSize(0);
+  if (!ShapedType::isDynamic(len) && len < need)
+    return op.emitOpError() << "expects at least " << need << " values (one per "
+                            << per << ")";
   return success();
 }
 
+LogicalResult FragmentRowsOp::verify() {
+  return verifyFragmentRead(*this, kFragmentRows, "row");
+}
+
 LogicalResult FragmentColumnsOp::verify() {
-  if (failed(verifyFragment(*this, getResult().getType(), getN())))
-    return failure();
-  if (getValues().getType().getElementType() !=
-      getResult().getType().getElementType())
-    return emitOpError() << "expects the values' element type";
-  int64_t len = getValues().getType().getDimSize(0);
-  if (!ShapedType::isDynamic(len) && len < getN())
-    return emitOpError() << "expects at least " << getN()
-                         << " values (one per column)";
-  return success();
+  return verifyFragmentRead(*this, getN(), "column");
 }
 
 LogicalResult StoreFragmentOp::verify() {

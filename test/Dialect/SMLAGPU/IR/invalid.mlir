@@ -116,3 +116,33 @@ func.func @pipeline_words(%b: memref<4xi64, #gpu.address_space<workgroup>>) {
   %p = smla_gpu.pipeline_create %b : memref<4xi64, #gpu.address_space<workgroup>> -> !smla_gpu.pipeline<stages = 1, producers = 128, consumers = 256>
   return
 }
+
+// -----
+
+gpu.module @m {
+  gpu.func @rows_short(%v: memref<32xf32>) kernel {
+    // expected-error @+1 {{expects at least 64 values (one per row)}}
+    %r = smla_gpu.fragment_rows %v {n = 64 : i64} : memref<32xf32> -> vector<32xf32>
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  gpu.func @columns_short(%v: memref<32xi32>) kernel {
+    // expected-error @+1 {{expects at least 64 values (one per column)}}
+    %c = smla_gpu.fragment_columns %v {n = 64 : i64} : memref<32xi32> -> vector<32xi32>
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  gpu.func @rows_type(%v: memref<64xi32>) kernel {
+    // expected-error @+1 {{expects the values' element type}}
+    %r = smla_gpu.fragment_rows %v {n = 64 : i64} : memref<64xi32> -> vector<32xf32>
+    gpu.return
+  }
+}
