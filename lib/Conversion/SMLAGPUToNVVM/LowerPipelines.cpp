@@ -6,7 +6,7 @@
 // s, empty[s] at S + s. Use u of the ring is stage u % S in phase
 // (u / S) % 2. Consumers wait on full with that parity; the producer
 // waits on empty with the other parity, which a freshly initialised
-// mbarrier already satisfies (the first round of uses does not wait).
+// mbarrier already satisfies (the first use of each stage does not wait).
 //
 //===----------------------------------------------------------------------===//
 

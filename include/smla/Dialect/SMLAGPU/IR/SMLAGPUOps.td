@@ -114,7 +114,7 @@ class SMLAGPU_PipelineUseOp<string mnemonic, string summaryText,
 def SMLAGPU_ProducerAcquireOp : SMLAGPU_PipelineUseOp<"producer_acquire",
     "Wait until every consumer is done with a stage", [{
     Use `use` of the ring: waits on `empty[use % stages]` for the phase
-    before `(use / stages) % 2`, so the first round of uses does not wait.
+    before `(use / stages) % 2`, so the first use of each stage does not wait.
 
     ```mlir
     smla_gpu.producer_acquire %keys[%j]
