@@ -36,8 +36,15 @@ if [[ " $STEPS " == *" runtime "* ]]; then
   step runtime-gpu runtime-gpu.log runtime_gpu
 fi
 
+# The compiler smla/_extension.py would take: one with a shared libstdc++
+# (python/CMakeLists.txt refuses one without).
+cxx_arg() {
+  python3 -c 'from smla._extension import _cxx_compiler as c; x = c(); print(f"-DCMAKE_CXX_COMPILER={x}" if x else "")'
+}
 build_ext() {
-  cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  local cxx
+  cxx=$(cxx_arg) &&
+  cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release $cxx \
     -DPython_EXECUTABLE="$(command -v python3)" -DSMLA_KERNEL_DIR="$KDIR" &&
     cmake --build build-py -j "$(nproc)"
 }

@@ -22,7 +22,9 @@ SMLA_OPT="$PWD/$OPT" PYTHONPATH="$PWD/python" python3 -m pytest -q test/executio
 if python3 -c "import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "== GPU: kernel library, extension, GLM-5.2-shaped replay (compiled vs reference) =="
   bash scripts/build.sh smla-kernels
-  cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  # A compiler with a shared libstdc++, as smla/_extension.py picks one.
+  CXX_ARG=$(PYTHONPATH="$PWD/python" python3 -c 'from smla._extension import _cxx_compiler as c; x = c(); print(f"-DCMAKE_CXX_COMPILER={x}" if x else "")')
+  cmake -S python -B build-py -G Ninja -DCMAKE_BUILD_TYPE=Release $CXX_ARG \
     -DPython_EXECUTABLE="$(command -v python3)" -DSMLA_KERNEL_DIR="$PWD/$BUILD/kernels"
   cmake --build build-py
   # One context-parallel rank of 4 of a 16384-token sequence: T=4096, top-k 2048.
