@@ -146,3 +146,133 @@ gpu.module @m {
     gpu.return
   }
 }
+
+// -----
+
+gpu.module @m {
+  gpu.func @pipeline_in_role() kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %bars = memref.alloca() : memref<2xi64, #gpu.address_space<workgroup>>
+    smla_gpu.warp_specialize roles ["a", "b", "c"] registers [24, 240, 240] {
+      // expected-error @+1 {{must run on every thread, before the roles}}
+      %p = smla_gpu.pipeline_create %bars : memref<2xi64, #gpu.address_space<workgroup>> -> !smla_gpu.pipeline<stages = 1, producers = 128, consumers = 256>
+    }, {
+      %x = arith.constant 0 : index
+    }, {
+      %x = arith.constant 0 : index
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  gpu.func @slots_unmasked(%idx: vector<64xi32>) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %slots = memref.alloca() : memref<64xi32, #gpu.address_space<workgroup>>
+    smla_gpu.warp_specialize roles ["a", "b", "c"] registers [24, 240, 240] {
+      // expected-error @+1 {{expects at least one mask: a slot is an index only where its masks hold}}
+      "smla_gpu.write_slots"(%idx, %slots) : (vector<64xi32>, memref<64xi32, #gpu.address_space<workgroup>>) -> ()
+    }, {
+      %x = arith.constant 0 : index
+    }, {
+      %x = arith.constant 0 : index
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  gpu.func @slots_per_element(%p: vector<32xf32>, %s: vector<16xi32>, %dkv: memref<?x1x576xf32>, %g: index) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    smla_gpu.warp_specialize roles ["a", "b", "c"] registers [24, 240, 240] {
+      // expected-error @+1 {{expects one slot per fragment element}}
+      smla_gpu.reduce_dkv %p slots(%s : vector<16xi32>) into %dkv[%g] {col = 0 : i64} : vector<32xf32>, memref<?x1x576xf32>
+    }, {
+      %x = arith.constant 0 : index
+    }, {
+      %x = arith.constant 0 : index
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  gpu.func @fragment_outside(%f: vector<32xf32>) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %tile = memref.alloca() : memref<64x64xbf16, #gpu.address_space<workgroup>>
+    smla_gpu.warp_specialize roles ["a", "b", "c"] registers [24, 240, 240] {
+      // expected-error @+1 {{writes outside its tile}}
+      smla_gpu.store_fragment %f into %tile {row = 0 : i64, col = 8 : i64} : vector<32xf32>, memref<64x64xbf16, #gpu.address_space<workgroup>>
+    }, {
+      %x = arith.constant 0 : index
+    }, {
+      %x = arith.constant 0 : index
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  gpu.func @rows_outside(%f: vector<32xf32>, %dq: memref<?x64x96xbf16>, %t: index) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %c0 = arith.constant 0 : index
+    smla_gpu.warp_specialize roles ["a", "b", "c"] registers [24, 240, 240] {
+      // expected-error @+1 {{writes outside the rows of its destination}}
+      smla_gpu.store_rows %f into %dq[%t, %c0] {col = 64 : i64} : vector<32xf32>, memref<?x64x96xbf16>
+    }, {
+      %x = arith.constant 0 : index
+    }, {
+      %x = arith.constant 0 : index
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  gpu.func @register_a_mn(%a: vector<16xi32>) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %keys = memref.alloca() {alignment = 1024 : i64} : memref<64x128xbf16, #gpu.address_space<workgroup>>
+    smla_gpu.warp_specialize roles ["a", "b", "c"] registers [24, 240, 240] {
+      // expected-error @+1 {{expects a register A to be k-major}}
+      %d = smla_gpu.wgmma a_regs(%a : vector<16xi32>) b_tile(%keys : memref<64x128xbf16, #gpu.address_space<workgroup>>) {n = 64 : i64, k_extent = 64 : i64, a_major = "mn", b_major = "mn", a_row = 0 : i64, a_col = 0 : i64, b_row = 0 : i64, b_col = 0 : i64} -> vector<32xf32>
+    }, {
+      %x = arith.constant 0 : index
+    }, {
+      %x = arith.constant 0 : index
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  gpu.func @k_extent(%a: vector<16xi32>) kernel attributes {known_block_size = array<i32: 384, 1, 1>} {
+    %keys = memref.alloca() {alignment = 1024 : i64} : memref<64x128xbf16, #gpu.address_space<workgroup>>
+    smla_gpu.warp_specialize roles ["a", "b", "c"] registers [24, 240, 240] {
+      // expected-error @+1 {{expects a k extent that is a multiple of 16}}
+      %d = smla_gpu.wgmma a_tile(%keys : memref<64x128xbf16, #gpu.address_space<workgroup>>) b_tile(%keys : memref<64x128xbf16, #gpu.address_space<workgroup>>) {n = 64 : i64, k_extent = 40 : i64, a_major = "k", b_major = "k", a_row = 0 : i64, a_col = 0 : i64, b_row = 0 : i64, b_col = 0 : i64} -> vector<32xf32>
+    }, {
+      %x = arith.constant 0 : index
+    }, {
+      %x = arith.constant 0 : index
+    }
+    gpu.return
+  }
+}
+
+// -----
+
+gpu.module @m {
+  gpu.func @one_role() kernel attributes {known_block_size = array<i32: 128, 1, 1>} {
+    // expected-error @+1 {{expects at least two roles, got 1}}
+    smla_gpu.warp_specialize roles ["a"] registers [240] {
+      %x = arith.constant 0 : index
+    }
+    gpu.return
+  }
+}
