@@ -190,6 +190,21 @@ def test_chunking_does_not_change_results(chunk):
     assert part[2] == full[2]
 
 
+def test_cpu_backward_is_bitwise_deterministic():
+    """The reference on the CPU, in fp32 from bf16 inputs with keys that
+    many tokens share (where summation order would show), under PyTorch's
+    deterministic algorithms: two runs give the same bits."""
+    c = make_inputs(T=9, H=5, S=7, K=12, D=16, Dt=8, seed=21, dtype=torch.bfloat16)
+    try:
+        torch.use_deterministic_algorithms(True)
+        a = run_ref(c, dtype=torch.float32, chunk=3)
+        b = run_ref(c, dtype=torch.float32, chunk=3)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    assert a[2] == b[2]
+
+
 def test_fp32_compute_on_bf16_inputs_is_close():
     c = make_inputs(T=6, H=5, D=16, Dt=8, K=7, seed=13, dtype=torch.bfloat16)
     dq, dkv, cnt = sparse_mla_bwd_reference(
