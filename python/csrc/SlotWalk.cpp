@@ -85,7 +85,7 @@ at::Tensor waveRows(const BwdArgs &args, const BwdSizes &n, int64_t window) {
 /// pinned host memory behind an event and read when a later call finds it
 /// done.
 struct WaveProbe {
-  std::mutex mutex; // guards the rest; held while a first call waits
+  std::mutex mutex; // guards the rest; held while an unmeasured key waits
   at::Tensor host;  // pinned int64[1]
   at::cuda::CUDAEvent done;
   bool pending = false, decided = false, sorted = false;
@@ -100,7 +100,7 @@ constexpr size_t kMaxProbes = 64;
 /// more fp32 bytes than `l2Bytes`. The answer depends on the indices, not
 /// only on the shapes (B2 and B2r share theirs), so calls measure their own
 /// indices: every kProbeEvery-th call of a key starts a measurement, and a
-/// call uses the newest one that has finished; only the first call of a
+/// call uses the newest one that has finished; only a call on an unmeasured
 /// key waits for its own (one stream synchronization per key). The key
 /// (device, K, G, H, D + Dt) leaves out T and S_kv, which change with every
 /// micro-batch of packed training, so a steady state never waits. Under

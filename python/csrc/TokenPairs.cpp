@@ -23,10 +23,10 @@
 namespace smla::ext {
 namespace {
 
-/// A key's union is measured on its first call (which waits for the
-/// answer) and again on every kProbeEvery-th call after it, without
+/// A key's union is measured by the call that finds it unmeasured (which
+/// waits for the answer) and again on every kProbeEvery-th call after it, without
 /// waiting: the measurement is copied to pinned host memory behind an
-/// event, and the first call that finds the event done takes its answer.
+/// event, and the earliest call that finds the event done takes its answer.
 /// The indices, not the sizes, decide (B2 and B2r share theirs), so the key
 /// leaves out T and S_kv, which change with every micro-batch of packed
 /// training: a steady state reads nothing back, whatever T is.

@@ -37,8 +37,8 @@
 // chunks of pairs whose rows fit kPairRowsBytes. A pair
 // whose row repeats a key, or whose K exceeds the union kernel's scratch,
 // gets the disjoint layout (length 2K): still valid rows, at the cost of
-// two tokens. Under auto the first chunk's lengths decide: read back on
-// the first call of a key (device, K, H, D + Dt: not T or S_kv, which
+// two tokens. Under auto the first chunk's lengths decide: read back by
+// the call that finds a key unmeasured (device, K, H, D + Dt: not T or S_kv, which
 // change every micro-batch in packed training), then measured again on
 // every kProbeEvery-th call without waiting, a later call taking the
 // answer; the calls between, and a CUDA graph capture, follow the last
@@ -86,7 +86,7 @@ struct PairsEnvironment {
 PairsEnvironment readPairsEnvironment();
 
 /// How a call measures the union of its pairs (SMLA_PAIRS=auto): not at
-/// all, on the first chunk with a read-back (the first call of a key), or
+/// all, on the first chunk with a read-back (a key not measured yet), or
 /// on the first chunk without waiting (every kProbeEvery-th call after; a
 /// later call takes the answer).
 enum class PairsProbe { None, Wait, Async };

@@ -6,8 +6,8 @@ ranks against the single-process counters.
 
 gloo on the CPU (the reference backward) always; NCCL with the compiled
 kernels when the machine has that many GPUs and smla._C is built, skipped
-otherwise. Each launch is a subprocess in its own session, killed as a group
-if it outlives its timeout.
+otherwise. Each launch is a subprocess leading its own process group, killed
+as a group if it outlives its timeout.
 """
 
 import os

@@ -327,7 +327,7 @@ def test_token_pairs_auto_choice(monkeypatch):
     """auto takes pairs whose union is short (dq bit for bit the forced
     path's: dq has no atomics) and leaves long unions and odd T to the
     per-token kernel (bit for bit SMLA_PAIRS=off), measuring a key (K, H,
-    D + Dt: not T or S_kv) on its first call and again, without waiting,
+    D + Dt: not T or S_kv) while it has no answer and again, without waiting,
     every 8th; on refuses what it cannot run. A row that repeats a key, or
     a top-k beyond the union kernel's scratch, puts its pair in the
     disjoint layout (two tokens' worth of slots): on runs it and matches

@@ -53,7 +53,7 @@ def test_packed_training_never_synchronises(heads, monkeypatch):
     K = 256
     sizes = [(T, T + 700) for T in range(256, 256 + 37 * 20, 37)]  # odd and even T
     calls = [packed_call(T, S, heads, K, seed) for seed, (T, S) in enumerate(sizes)]
-    # Warm-up: a key's first call may wait for its measurement; one call of
+    # Warm-up: a call on an unmeasured key may wait for its measurement; one call of
     # each size also leaves the caching allocator holding the outputs' sizes.
     for p in calls:
         run(p)

@@ -60,7 +60,7 @@ inline constexpr const char *kDriverLibrary = "libcuda.so.1";
 DriverApi loadDriver(const char *library = kDriverLibrary);
 
 /// The process-wide driver: loadDriver(kDriverLibrary) plus cuInit(0), done
-/// once, on the first call. Throws Error (on every call) if either failed.
+/// once, by whichever call comes before every other. Throws Error (on every call) if either failed.
 const DriverApi &systemDriver();
 
 /// "CUDA_ERROR_INVALID_IMAGE (device kernel image is invalid)", or
