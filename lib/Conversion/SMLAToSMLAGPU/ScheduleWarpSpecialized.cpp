@@ -27,6 +27,7 @@
 
 #include "smla/Conversion/Passes.h"
 #include "smla/Conversion/SMLAToSMLAGPU/SMLAToSMLAGPU.h"
+#include "smla/Conversion/SMLAToSMLAGPU/Step.h"
 
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -48,103 +49,8 @@ constexpr double kLog2e = 1.4426950408889634;
 /// Named barrier of the softmax role after its Delta (ids 0 is the CTA's).
 constexpr int32_t kDeltaBarrier = 1;
 
-/// The tile ops of one bwd kernel that the schedule restates.
-struct Step {
-  DeltaOp delta;
-  RowLiveOp live;
-  scf::ForOp loop;
-  GatherOp gather;
-  TileDotOp scores, dp;
-  SoftmaxOp softmax;
-  DScoresOp dscores;
-  DqAccumulateOp dq;
-  ScatterDkvOp scatter;
-  StoreDqOp store;
-  SmallVector<linalg::FillOp> fills;
-};
-
-template <typename OpT>
-FailureOr<OpT> single(Operation *root, std::string &why, StringRef what) {
-  OpT found;
-  int count = 0;
-  root->walk([&](OpT op) {
-    found = op;
-    ++count;
-  });
-  if (count != 1) {
-    why = ("expected one " + what + ", found " + Twine(count)).str();
-    return failure();
-  }
-  return found;
-}
-
-FailureOr<Step> findStep(gpu::GPUFuncOp func, std::string &why) {
-  Step s;
-  auto get = [&](auto &field, StringRef what) {
-    using OpT = std::decay_t<decltype(field)>;
-    FailureOr<OpT> op = single<OpT>(func, why, what);
-    if (failed(op))
-      return false;
-    field = *op;
-    return true;
-  };
-  if (!get(s.delta, "smla.delta") || !get(s.live, "smla.row_live") ||
-      !get(s.gather, "smla.gather") || !get(s.softmax, "smla.softmax") ||
-      !get(s.dscores, "smla.dscores") || !get(s.dq, "smla.dq_accumulate") ||
-      !get(s.scatter, "smla.scatter_dkv") || !get(s.store, "smla.store_dq"))
-    return failure();
-  SmallVector<TileDotOp> dots;
-  func.walk([&](TileDotOp op) { dots.push_back(op); });
-  if (dots.size() != 2) {
-    why = "expected two smla.tile_dot (scores and dP)";
-    return failure();
-  }
-  s.scores = dots[0].getResult() == s.softmax.getScores() ? dots[0] : dots[1];
-  s.dp = s.scores == dots[0] ? dots[1] : dots[0];
-  s.loop = s.gather->getParentOfType<scf::ForOp>();
-  if (!s.loop || s.softmax->getParentOp() != s.loop ||
-      s.scatter->getParentOp() != s.loop || s.dq->getParentOp() != s.loop) {
-    why = "expected the step's tile ops in one top-k block loop";
-    return failure();
-  }
-  func.walk([&](linalg::FillOp f) { s.fills.push_back(f); });
-  return s;
-}
+using Step = WarpSpecializedStep;
 } // namespace
-
-namespace {
-int64_t dimOf(Value v, unsigned i) {
-  return cast<ShapedType>(v.getType()).getDimSize(i);
-}
-} // namespace
-
-std::string mlir::smla::whyNotWarpSpecialized(gpu::GPUFuncOp func) {
-  std::string why;
-  FailureOr<Step> s = findStep(func, why);
-  if (failed(s))
-    return why;
-  int64_t rows = dimOf(s->softmax.getScores(), 0);
-  int64_t keys = dimOf(s->softmax.getScores(), 1);
-  int64_t w = dimOf(s->gather.getKv(), 2);
-  int64_t d = dimOf(s->dp.getLhs(), 2);
-  if (rows != kWsRows || keys != kWsKeys)
-    return "needs 64 heads per CTA and blocks of 64 keys, got " +
-           std::to_string(rows) + " and " + std::to_string(keys);
-  if (w % 64 || d % 64 || d > w || w - kWsSoftmaxDqColumns > 2 * 256 ||
-      w <= kWsSoftmaxDqColumns)
-    return "needs q/k and v widths that are multiples of 64 with the v "
-           "width at most the q/k width, and a q/k width in (256, 768]";
-  if (s->softmax.getPairMask())
-    return "takes one token per CTA (no token pairs)";
-  if (!s->softmax.isGuarded() || !s->gather.getMask() ||
-      !s->scatter.getMask())
-    return "needs the guarded tile ops (smla-guarded)";
-  if (auto block = func.getKnownBlockSize())
-    if ((*block)[0] != 3 * sg::kWarpgroupThreads)
-      return "needs 384 threads (three warpgroups), got " +
-             std::to_string((*block)[0]);
-  return "";
-}
 
 namespace {
 /// Builds the warp-specialized body of one bwd kernel.
@@ -605,7 +511,7 @@ struct SMLAScheduleWarpSpecializedPass
         return signalPassFailure();
       }
       std::string unused;
-      FailureOr<Step> step = findStep(f, unused);
+      FailureOr<Step> step = findWarpSpecializedStep(f, unused);
       if (failed(Scheduler(f, *step, softmaxChunks, dkvDepth)
                      .run()))
         return signalPassFailure();
