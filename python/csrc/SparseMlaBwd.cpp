@@ -194,15 +194,14 @@ bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
   return true;
 }
 
-Outputs launchKernels(const BwdArgs &args, const BwdSizes &n, bool lseBaseE,
+/// The call's kernels for `config` (its bwd kernel already selected) on
+/// `args`, whose lse is in config's base.
+Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
+                      const BwdConfig &config, const BwdSelection &selection,
                       const WalkEnvironment &walkEnv,
                       const PairsEnvironment &pairsEnv) {
-  const bool hasPositions =
-      args.qPositions.has_value() && args.qPositions->defined();
+  const bool hasPositions = config.positions;
   const bool castDkv = args.dkvDtype != at::kFloat;
-  const BwdConfig config{n, lseBaseE, hasPositions, args.dqDtype,
-                         args.dkvDtype};
-  const BwdSelection selection = selectBwd(config);
   checkDeviceTarget(selection.library, args.q.get_device());
   runtime::KernelLibrary &library = *selection.library.library;
   const runtime::KernelEntry &bwd = *selection.bwd;
@@ -367,11 +366,8 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   at::globalContext().alertNotDeterministic("smla.sparse_mla_bwd");
   try {
     const bool hasPositions = qPositions.has_value() && qPositions->defined();
-    if (lseBaseE &&
-        findInLibraries(BwdConfig{n, /*lseBaseE=*/false, hasPositions,
-                                  dqDtype, dkvDtype},
-                        nullptr)
-            .bwd) {
+    BwdConfig config{n, lseBaseE, hasPositions, dqDtype, dkvDtype};
+    if (lseBaseE) {
       // A natural-log lse runs the base-2 kernels on lse * log2(e),
       // converted once per row here (T x H floats): exp(s c - lse) =
       // exp2(s c log2(e) - lse log2(e)), and a non-finite lse stays
@@ -379,12 +375,18 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
       // own conversion, per element of the step, cost 14% at H = 64
       // (bench_bwd.py --shapes B1 --lse-e). Without a base-2 kernel for
       // the configuration, the natural-log kernel takes lse as it is.
-      const at::Tensor lse2 = at::mul(lse, kLog2e);
-      const BwdArgs args2{q,          kv,    o,       dout,    indices, lse2,
-                          qPositions, delta, smScale, dqDtype, dkvDtype};
-      return launchKernels(args2, n, /*lseBaseE=*/false, walkEnv, pairsEnv);
+      BwdConfig base2 = config;
+      base2.lseBaseE = false;
+      const BwdSelection selection = findInLibraries(base2, nullptr);
+      if (selection.bwd) {
+        const at::Tensor lse2 = at::mul(lse, kLog2e);
+        const BwdArgs args2{q,          kv,    o,       dout,    indices, lse2,
+                            qPositions, delta, smScale, dqDtype, dkvDtype};
+        return launchKernels(args2, n, base2, selection, walkEnv, pairsEnv);
+      }
     }
-    return launchKernels(args, n, lseBaseE, walkEnv, pairsEnv);
+    return launchKernels(args, n, config, selectBwd(config), walkEnv,
+                         pairsEnv);
   } catch (const runtime::Error &error) {
     TORCH_CHECK(false, error.what());
   }

@@ -55,73 +55,48 @@ void arrive(Mma &m, Value ptr) {
   NVVM::MBarrierArriveOp::create(m.b, m.loc, Type(), ptr, Value());
 }
 
-template <typename OpT>
-LogicalResult lowerUse(OpT op, PatternRewriter &rw,
-                       function_ref<void(Mma &, sg::PipelineCreateOp,
-                                         sg::PipelineType, Use)>
-                           body) {
-  sg::PipelineCreateOp create = creator(op.getPipeline());
-  if (!create)
-    return rw.notifyMatchFailure(op, "the pipeline is not a pipeline_create");
-  Mma m{rw, op.getLoc()};
-  auto type = cast<sg::PipelineType>(op.getPipeline().getType());
-  body(m, create, type, useOf(m, type, op.getUse()));
-  rw.eraseOp(op);
-  return success();
+/// One use of a pipeline (`use` on `create`'s mbarriers): what each op
+/// emits.
+using UseBody = void (*)(Mma &, sg::PipelineCreateOp, sg::PipelineType, Use);
+
+/// The empty barrier with the other parity (a fresh stage passes).
+void acquire(Mma &m, sg::PipelineCreateOp c, sg::PipelineType t, Use u) {
+  Value empty = barrierPtr(m, c, m.add(u.stage, t.getStages()));
+  waitParity(m, empty, arith::XOrIOp::create(m.b, m.loc, u.parity,
+                                             i32c(m.b, m.loc, 1)));
 }
 
-struct LowerProducerAcquire : OpRewritePattern<sg::ProducerAcquireOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(sg::ProducerAcquireOp op,
-                                PatternRewriter &rw) const override {
-    return lowerUse(op, rw, [](Mma &m, sg::PipelineCreateOp c,
-                               sg::PipelineType t, Use u) {
-      Value empty = barrierPtr(m, c, m.add(u.stage, t.getStages()));
-      Value other = arith::XOrIOp::create(m.b, m.loc, u.parity,
-                                          i32c(m.b, m.loc, 1));
-      waitParity(m, empty, other);
-    });
-  }
-};
+/// This thread's cp.async copies arrive when they land; its ordinary
+/// shared stores reach the async proxy (wgmma) through the fence.
+void commit(Mma &m, sg::PipelineCreateOp c, sg::PipelineType, Use u) {
+  Value full = barrierPtr(m, c, u.stage);
+  if (c.getAsyncCopies())
+    NVVM::CpAsyncMBarrierArriveOp::create(m.b, m.loc, full, /*noinc=*/true);
+  emitProxyFence(m.b, m.loc);
+  arrive(m, full);
+}
 
-struct LowerProducerCommit : OpRewritePattern<sg::ProducerCommitOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(sg::ProducerCommitOp op,
-                                PatternRewriter &rw) const override {
-    return lowerUse(op, rw, [](Mma &m, sg::PipelineCreateOp c,
-                               sg::PipelineType, Use u) {
-      Value full = barrierPtr(m, c, u.stage);
-      // This thread's cp.async copies arrive when they land; its ordinary
-      // shared stores reach the async proxy (wgmma) through the fence.
-      if (c.getAsyncCopies())
-        NVVM::CpAsyncMBarrierArriveOp::create(m.b, m.loc, full,
-                                              /*noinc=*/true);
-      emitProxyFence(m.b, m.loc);
-      arrive(m, full);
-    });
-  }
-};
+void wait(Mma &m, sg::PipelineCreateOp c, sg::PipelineType, Use u) {
+  waitParity(m, barrierPtr(m, c, u.stage), u.parity);
+  emitProxyFence(m.b, m.loc);
+}
 
-struct LowerConsumerWait : OpRewritePattern<sg::ConsumerWaitOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(sg::ConsumerWaitOp op,
-                                PatternRewriter &rw) const override {
-    return lowerUse(op, rw, [](Mma &m, sg::PipelineCreateOp c,
-                               sg::PipelineType, Use u) {
-      waitParity(m, barrierPtr(m, c, u.stage), u.parity);
-      emitProxyFence(m.b, m.loc);
-    });
-  }
-};
+void release(Mma &m, sg::PipelineCreateOp c, sg::PipelineType t, Use u) {
+  arrive(m, barrierPtr(m, c, m.add(u.stage, t.getStages())));
+}
 
-struct LowerConsumerRelease : OpRewritePattern<sg::ConsumerReleaseOp> {
-  using OpRewritePattern::OpRewritePattern;
-  LogicalResult matchAndRewrite(sg::ConsumerReleaseOp op,
-                                PatternRewriter &rw) const override {
-    return lowerUse(op, rw, [](Mma &m, sg::PipelineCreateOp c,
-                               sg::PipelineType t, Use u) {
-      arrive(m, barrierPtr(m, c, m.add(u.stage, t.getStages())));
-    });
+template <typename OpT, UseBody Body>
+struct LowerUse : OpRewritePattern<OpT> {
+  using OpRewritePattern<OpT>::OpRewritePattern;
+  LogicalResult matchAndRewrite(OpT op, PatternRewriter &rw) const override {
+    sg::PipelineCreateOp create = creator(op.getPipeline());
+    if (!create)
+      return rw.notifyMatchFailure(op, "the pipeline is not a pipeline_create");
+    Mma m{rw, op.getLoc()};
+    auto type = cast<sg::PipelineType>(op.getPipeline().getType());
+    Body(m, create, type, useOf(m, type, op.getUse()));
+    rw.eraseOp(op);
+    return success();
   }
 };
 
@@ -232,8 +207,10 @@ struct LowerThreadInWarpgroup : OpRewritePattern<sg::ThreadInWarpgroupOp> {
 } // namespace
 
 void mlir::smla::populatePipelineUsePatterns(RewritePatternSet &patterns) {
-  patterns.add<LowerProducerAcquire, LowerProducerCommit, LowerConsumerWait,
-               LowerConsumerRelease>(patterns.getContext());
+  patterns.add<LowerUse<sg::ProducerAcquireOp, acquire>,
+               LowerUse<sg::ProducerCommitOp, commit>,
+               LowerUse<sg::ConsumerWaitOp, wait>,
+               LowerUse<sg::ConsumerReleaseOp, release>>(patterns.getContext());
 }
 
 void mlir::smla::populateRolePatterns(RewritePatternSet &patterns) {
