@@ -71,6 +71,13 @@ std::string KernelSpec::source() const {
   if (!dkvF32)
     arg("dkv", m(gw, "bf16"));
   arg("counters", "memref<4xi64>");
+  // The caller's Delta, when it passes one (a null pointer otherwise).
+  arg("delta", m(h, "f32"));
+  // Slots per token: the warp-specialized kernels walk only the blocks
+  // that hold a token's slots (the caller passes K for every token when it
+  // has no lengths).
+  if (warpSpecialized)
+    arg("topk_length", m("?", "i32"));
   std::string config = llvm::formatv(
       "#smla.config<d = {0}, dt = {1}, heads = {2}, groups = {3}, block = "
       "{4}, lseBase = {5}, positions = {6}, dqType = {7}, dkvType = {8}, "

@@ -139,12 +139,18 @@ KernelConfig readConfig(const Reader &reader, const Value &config,
     return config.find(key);
   };
   KernelConfig out;
-  auto positive = [&](std::string_view key, std::optional<int64_t> &slot) {
+  auto atLeast = [&](std::string_view key, std::optional<int64_t> &slot,
+                     int64_t low) {
     if (const Value *value = field(key))
-      slot = reader.integer(*value, "config." + std::string(key), 1, kMaxInt32);
+      slot =
+          reader.integer(*value, "config." + std::string(key), low, kMaxInt32);
+  };
+  auto positive = [&](std::string_view key, std::optional<int64_t> &slot) {
+    atLeast(key, slot, 1);
   };
   positive("d", out.d);
-  positive("dt", out.dt);
+  // dt = 0: one kv row of width d serves as both K and V (DeepSeek-V4).
+  atLeast("dt", out.dt, 0);
   positive("heads", out.heads);
   positive("groups", out.groups);
   positive("block", out.block);

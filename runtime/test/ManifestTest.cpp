@@ -109,6 +109,14 @@ TEST(Manifest, AcceptsNaturalLogLse) {
             "dq_type=bf16 dkv_type=f32");
 }
 
+TEST(Manifest, AcceptsKernelsWithoutARopeTail) {
+  // dt = 0: one kv row of width d is both K and V (DeepSeek-V4).
+  KernelJson kernel;
+  kernel.config = bwdConfig(512, 0, 64, 1, "2", false);
+  Manifest manifest = Manifest::parse(manifestText({kernel}));
+  EXPECT_EQ(manifest.kernels[0].config.dt, 0);
+}
+
 TEST(Manifest, AcceptsAnEmptyKernelList) {
   EXPECT_TRUE(Manifest::parse(manifestText({})).kernels.empty());
 }
@@ -172,7 +180,12 @@ TEST(Manifest, WrongTypesAreNamed) {
       errorWith(&KernelJson::config,
                 replaced(bwdConfig(512, 64, 16, 1, "2", true), "64,", "64.5,"),
                 "64.5"),
-      "key 'config.dt': expected an integer in [1, 2147483647]");
+      "key 'config.dt': expected an integer in [0, 2147483647]");
+  EXPECT_EQ(
+      errorWith(&KernelJson::config,
+                replaced(bwdConfig(512, 64, 16, 1, "2", true), "64,", "-1,"),
+                "-1,"),
+      "key 'config.dt': expected an integer in [0, 2147483647]");
   EXPECT_EQ(
       errorWith(&KernelJson::config,
                 replaced(bwdConfig(512, 64, 16, 1, "2", true), "16,", "0,"),

@@ -131,8 +131,8 @@
 // PTX-DAG: prmt.b32 {{.*}}, 0x5410U;
 // PTX-DAG: prmt.b32 {{.*}}, 0x7632U;
 // sm_scale is the bwd kernel's last parameter (f32).
-// PTX-DAG: .param .u32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_12,
-// PTX-DAG: .param .f32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_13
+// PTX-DAG: .param .u32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_13,
+// PTX-DAG: .param .f32 smla_d512_dt64_h16_g1_b64_base2_pos_bf16_bf16_bwd_param_14
 
 // H = 16 (block 64), 32 and 64 (block 32; 64 as two CTAs of 32 heads) at
 // 256 threads: no spills, with tensor cores.

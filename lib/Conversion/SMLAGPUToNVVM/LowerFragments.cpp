@@ -84,6 +84,46 @@ struct LowerFragmentColumns : OpRewritePattern<sg::FragmentColumnsOp> {
   }
 };
 
+/// The transposed store by `stmatrix.m8n8.x4.trans`. Each n8 column
+/// group i of a warp's 16 fragment rows is two 8 x 8 matrices (rows 16 w
+/// .. + 7 and 16 w + 8 .. + 15), whose elements this thread holds as one
+/// bf16 pair each, exactly stmatrix's per-thread share of a matrix.
+/// Stored transposed, row b of matrix (i, h) is tile row 8 i + b, columns
+/// 16 w + 8 h .. + 7: one 16-byte chunk of the swizzled row, whose
+/// address lane 8 j + b of the x4 instruction that stores it as its
+/// matrix j gives. One instruction per 16 fragment columns instead of two
+/// scalar stores per element (and their addresses, which spilled).
+void storeTransposed(PatternRewriter &rw, sg::StoreFragmentOp op,
+                     ArrayRef<Value> elems) {
+  Location loc = op.getLoc();
+  Mma m{rw, loc};
+  int64_t rows = op.getTile().getType().getDimSize(0);
+  Value tid = m.rem(gpu::ThreadIdOp::create(rw, loc, gpu::Dimension::x),
+                    sg::kWarpgroupThreads);
+  Value warp = m.div(tid, 32), lane = m.rem(tid, 32);
+  Value j = m.div(lane, 8), b = m.rem(lane, 8);
+  Value base = m.base(flatTile(rw, loc, op.getTile()));
+  auto v2 = VectorType::get({2}, rw.getF32Type());
+  auto pack = [&](int64_t e) {
+    return m.packBf16(fromElements(rw, loc, v2, {elems[e], elems[e + 1]}));
+  };
+  // This lane's matrix within an x4: column group 2 x + j / 2, half j % 2.
+  Value col = m.add(m.add(m.mul(warp, 16), m.mul(m.rem(j, 2), 8)),
+                    op.getCol());
+  int64_t groups = static_cast<int64_t>(elems.size()) / 4;
+  for (int64_t x = 0; x < groups / 2; ++x) {
+    Value row = m.add(m.add(m.mul(m.add(m.div(j, 2), 2 * x), 8), b),
+                      op.getRow());
+    Value at = m.mul(swizzledOffset(rw, loc, rows, row, col), 2);
+    SmallVector<Value> regs{pack(8 * x), pack(8 * x + 2), pack(8 * x + 4),
+                            pack(8 * x + 6)};
+    NVVM::StMatrixOp::create(
+        rw, loc, m.ptr(m.add(base, at), 3), regs, NVVM::MMALayout::col,
+        NVVM::LdStMatrixShapeAttr::get(rw.getContext(), 8, 8),
+        NVVM::LdStMatrixEltType::B16);
+  }
+}
+
 struct LowerStoreFragment : OpRewritePattern<sg::StoreFragmentOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(sg::StoreFragmentOp op,
@@ -93,28 +133,24 @@ struct LowerStoreFragment : OpRewritePattern<sg::StoreFragmentOp> {
     FragmentPlace p = fragmentPlace(rw, loc);
     MemRefType tile = op.getTile().getType();
     int64_t rows = tile.getDimSize(0);
-    Value flat = flatTile(rw, loc, op.getTile());
     SmallVector<Value> elems = elementsOf(rw, loc, op.getFragment());
+    if (op.getTranspose()) {
+      storeTransposed(rw, op, elems);
+      rw.eraseOp(op);
+      return success();
+    }
+    Value flat = flatTile(rw, loc, op.getTile());
     Type bf16 = rw.getBF16Type();
     for (int64_t i = 0; i < static_cast<int64_t>(elems.size()); i += 2) {
       auto [r, c] = elementAt(m, p, i);
-      if (!op.getTranspose()) {
-        // Columns c and c + 1 are neighbours in one 16-byte chunk.
-        Value at = swizzledOffset(rw, loc, rows, m.add(r, op.getRow()),
-                                  m.add(c, op.getCol()));
-        auto v2 = VectorType::get({2}, rw.getF32Type());
-        Value pair = arith::TruncFOp::create(
-            rw, loc, VectorType::get({2}, bf16),
-            fromElements(rw, loc, v2, {elems[i], elems[i + 1]}));
-        vector::StoreOp::create(rw, loc, pair, flat, ValueRange{at});
-        continue;
-      }
-      for (int64_t k = 0; k < 2; ++k) {
-        Value at = swizzledOffset(rw, loc, rows, m.add(m.add(c, k), op.getRow()),
-                                  m.add(r, op.getCol()));
-        Value h = arith::TruncFOp::create(rw, loc, bf16, elems[i + k]);
-        memref::StoreOp::create(rw, loc, h, flat, ValueRange{at});
-      }
+      // Columns c and c + 1 are neighbours in one 16-byte chunk.
+      Value at = swizzledOffset(rw, loc, rows, m.add(r, op.getRow()),
+                                m.add(c, op.getCol()));
+      Value pair = arith::TruncFOp::create(
+          rw, loc, VectorType::get({2}, bf16),
+          fromElements(rw, loc, VectorType::get({2}, rw.getF32Type()),
+                       {elems[i], elems[i + 1]}));
+      vector::StoreOp::create(rw, loc, pair, flat, ValueRange{at});
     }
     rw.eraseOp(op);
     return success();

@@ -127,6 +127,12 @@ void lower(DeltaOp op) {
   Value width = e.dim(op.getO(), 2);
   e.loop(e.index(hg), [&](OpBuilder &b, Value h) {
     Value head = headOf(b, e.loc, op.getHeadBlock(), hg, h);
+    if (Value given = op.getGiven()) {
+      Value v = memref::LoadOp::create(b, e.loc, given,
+                                       ValueRange{op.getToken(), head});
+      memref::StoreOp::create(b, e.loc, v, op.getDelta(), ValueRange{h});
+      return;
+    }
     Value zero = arith::ConstantOp::create(b, e.loc, b.getF32FloatAttr(0));
     Value sum = LoopEmitter::reduce(
         b, e.loc, width, zero, [&](OpBuilder &b, Value c, Value acc) {
@@ -144,9 +150,10 @@ void lower(IndexLoadOp op) {
   LoopEmitter e(op);
   auto vecType = op.getResult().getType();
   int64_t block = vecType.getNumElements();
-  // Lanes past K are never read: a masked load under min(K - offset, B).
-  Value left = arith::SubIOp::create(e.b, e.loc, e.dim(op.getIndices(), 2),
-                                     op.getOffset());
+  // Lanes past K (or the token's length) are never read: a masked load
+  // under min(K - offset, B).
+  Value topk = op.getLength() ? op.getLength() : e.dim(op.getIndices(), 2);
+  Value left = arith::SubIOp::create(e.b, e.loc, topk, op.getOffset());
   Value lanes = arith::MinSIOp::create(e.b, e.loc, left, e.index(block));
   auto maskType = VectorType::get({block}, e.b.getI1Type());
   Value inBounds = vector::CreateMaskOp::create(e.b, e.loc, maskType, lanes);

@@ -40,6 +40,11 @@ constexpr int64_t kF32TilePad = 8, kF32TilePadWgmma = 4;
 /// The role of each function argument, found from the tile ops using it.
 struct Roles {
   Value q, kv, o, dout, indices, lse, positions, dq, dkvAccum, dkv, counters;
+  /// The caller's Delta ([T, H] f32, smla.delta's `given`): null at run
+  /// time when the caller passes none.
+  Value delta;
+  /// Slots per token ([T] i32), which the index loads' `length` reads.
+  Value topkLength;
   /// The final smla.cast_dkv counts non-finite rows (into `counters`).
   bool castCounts = false;
   /// (name, value) in parameter order; null values are absent.
@@ -53,9 +58,29 @@ struct Roles {
             {"q_positions", positions},
             {"dq", dq},
             {"dkv_accum", dkvAccum},
-            {"counters", counters}};
+            {"counters", counters},
+            {"delta", delta},
+            {"topk_length", topkLength}};
   }
 };
+
+/// The tensor whose element `v` is computed from: the memref of the one
+/// memref.load among the ops `v` depends on (a token's slot count is
+/// min(K, max(0, topk_length[t])) as an index).
+Value loadedTensor(Value v) {
+  SmallVector<Value> work{v};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    Operation *def = x.getDefiningOp();
+    if (!def || !seen.insert(x).second)
+      continue;
+    if (auto load = dyn_cast<memref::LoadOp>(def))
+      return load.getMemRef();
+    llvm::append_range(work, def->getOperands());
+  }
+  return {};
+}
 
 FailureOr<Roles> findRoles(func::FuncOp func) {
   Roles r;
@@ -66,15 +91,19 @@ FailureOr<Roles> findRoles(func::FuncOp func) {
       r.q = o.getQ();
       r.dout = o.getDout();
       r.dkvAccum = o.getDkv();
-    } else if (auto o = dyn_cast<DeltaOp>(op))
+    } else if (auto o = dyn_cast<DeltaOp>(op)) {
       r.o = o.getO();
-    else if (auto o = dyn_cast<IndexLoadOp>(op)) {
+      if (o.getGiven())
+        r.delta = o.getGiven();
+    } else if (auto o = dyn_cast<IndexLoadOp>(op)) {
       r.indices = o.getIndices();
       if (o.getCounters())
         r.counters = o.getCounters();
       if (Value limit = o.getLimit())
         if (auto load = limit.getDefiningOp<memref::LoadOp>())
           r.positions = load.getMemRef();
+      if (Value length = o.getLength())
+        r.topkLength = loadedTensor(length);
     } else if (auto o = dyn_cast<RowLiveOp>(op)) {
       r.lse = o.getLse();
       if (o.getCounters())
@@ -96,7 +125,8 @@ FailureOr<Roles> findRoles(func::FuncOp func) {
     }
   });
   for (auto [name, v] : r.ordered()) {
-    bool optional = name == "q_positions" || name == "counters";
+    bool optional = name == "q_positions" || name == "counters" ||
+                    name == "delta" || name == "topk_length";
     if (!v && optional)
       continue;
     if (!v || !isa<BlockArgument>(v) ||
@@ -269,7 +299,8 @@ Sizes bindParams(OpBuilder &b, Location loc, gpu::GPUFuncOp kernel,
   for (auto [i, entryPair] : llvm::enumerate(tensors)) {
     auto [name, v] = entryPair;
     bool keyed = name == "kv" || name == "dkv_accum" || name == "dkv";
-    bool perToken = name == "indices" || name == "q_positions";
+    bool perToken =
+        name == "indices" || name == "q_positions" || name == "topk_length";
     Value view =
         reshape(b, loc, entry.getArgument(i), cast<MemRefType>(v.getType()),
                 keyed ? s.keys : perToken ? indexRows : s.tokens, s.topk);
@@ -324,6 +355,38 @@ LogicalResult boundPairWalk(OpBuilder &b, Location loc, scf::ForOp loop,
       b, loc, length, arith::ConstantIndexOp::create(b, loc, block));
   loop.getUpperBoundMutable().assign(blocks);
   return success();
+}
+
+/// A null topk_length pointer means K slots for every token: each read of
+/// `lengths` becomes `ptr == 0 ? K : lengths[t]`, the load only where the
+/// pointer is not null.
+void defaultNullLengths(gpu::GPUFuncOp kernel, Value lengths, Value topk) {
+  SmallVector<memref::LoadOp> loads;
+  kernel.walk([&](memref::LoadOp load) {
+    if (load.getMemRef() == lengths)
+      loads.push_back(load);
+  });
+  for (memref::LoadOp load : loads) {
+    OpBuilder b(load);
+    Location loc = load.getLoc();
+    Value ptr = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, lengths);
+    Value none = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq, ptr,
+        arith::ConstantIndexOp::create(b, loc, 0));
+    auto pick = scf::IfOp::create(
+        b, loc, none,
+        [&](OpBuilder &tb, Location l) {
+          scf::YieldOp::create(
+              tb, l,
+              arith::IndexCastOp::create(tb, l, tb.getI32Type(), topk)
+                  .getResult());
+        },
+        [&](OpBuilder &eb, Location l) {
+          scf::YieldOp::create(eb, l, eb.clone(*load)->getResults());
+        });
+    load.getResult().replaceAllUsesWith(pick.getResult(0));
+    load->erase();
+  }
 }
 
 /// The `g` loop: the scf.for directly in the token loop's body.
@@ -469,7 +532,14 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                                       kernel.getArgument(tensors.size()),
                                       lengthsType, sizes, t)))
       return failure();
-    if (failed(rotateBlockWalk(b, blockLoop, cta, period)))
+    // The rotation reads the block count: with topk_length a token's own,
+    // computed in the cloned body.
+    OpBuilder rb = b;
+    if (Operation *count = blockLoop.getUpperBound().getDefiningOp())
+      if (count->getBlock() == rb.getInsertionBlock() &&
+          rb.getInsertionPoint()->isBeforeInBlock(count))
+        rb.setInsertionPointAfter(count);
+    if (failed(rotateBlockWalk(rb, blockLoop, cta, period)))
       return failure();
     // A pair's aligned rows may live in its own tokens' dq rows (the op
     // puts them there, python/csrc/TokenPairs.h): every thread's last
@@ -495,6 +565,10 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
       stageTokenRows(b, loc, kernel, tensors, mapping, t, g, threads,
                      *headBlocks, budget, mma && wgmmaScatter,
                      clusterHeadBlocks);
+    // Last: it replaces ops that `b` may still point at.
+    if (roles->topkLength)
+      defaultNullLengths(kernel, mapping.lookup(roles->topkLength),
+                         sizes.topk);
   }
 
   // The dKV accumulator's zero fill and its final cast: one CTA per kv row.
@@ -546,6 +620,38 @@ LogicalResult mapFunction(func::FuncOp func, gpu::GPUModuleOp module,
                 Value counters = roles->castCounts ? rows.back() : Value();
                 CastDkvOp::create(b, loc, rows[0], dkv, counters);
               });
+  }
+  // Delta = rowsum(o * do) into the caller's [T, H] buffer, one CTA per
+  // (token, head block), for callers that need Delta itself (a gradient
+  // of lse folded into it, an attention sink's gradient) and then pass it
+  // to the bwd kernel.
+  if (roles->delta) {
+    DeltaOp step;
+    func.walk([&](DeltaOp op) { step = op; });
+    SmallVector<std::pair<StringRef, Value>> ptrs{
+        {"o", roles->o}, {"do", roles->dout}, {"delta", roles->delta}};
+    gpu::GPUFuncOp kernel = kb.create((func.getName() + "_delta").str(),
+                                      "delta", ptrs, {"T"}, {"T", G, "1"});
+    OpBuilder b = OpBuilder::atBlockBegin(&kernel.getBody().front());
+    IRMapping mapping;
+    bindParams(b, loc, kernel, ptrs, {"T"}, mapping);
+    Value t = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value hb = gpu::BlockIdOp::create(b, loc, gpu::Dimension::y);
+    int64_t hg = step.getDelta().getType().getDimSize(0);
+    Value row0 = arith::MulIOp::create(b, loc, hb,
+                                       arith::ConstantIndexOp::create(b, loc, hg));
+    Value delta = mapping.lookup(roles->delta);
+    SmallVector<OpFoldResult> offsets{t, row0}, sizes{b.getIndexAttr(1),
+                                                      b.getIndexAttr(hg)};
+    SmallVector<OpFoldResult> strides(2, b.getIndexAttr(1));
+    auto rowType = memref::SubViewOp::inferRankReducedResultType(
+        {hg}, cast<MemRefType>(delta.getType()), offsets, sizes, strides);
+    Value rows = memref::SubViewOp::create(b, loc, cast<MemRefType>(rowType),
+                                           delta, offsets, sizes, strides);
+    DeltaOp::create(b, loc, mapping.lookup(roles->o),
+                    mapping.lookup(roles->dout), t, hb, /*given=*/Value(),
+                    rows);
+    gpu::ReturnOp::create(b, loc);
   }
   // Key sharing: the aligned index rows of token pairs, one CTA per pair
   // ("T" is the pair count, as for the bwd kernel).

@@ -2,8 +2,10 @@
 //
 // Part of the smla project: a compiled sparse-MLA backward.
 //
-// Delta = rowsum(o * dout) of one head block, by lane groups and shuffles;
-// used by smla-lower-to-nvvm and, in the softmax role, by smla-gpu-to-nvvm.
+// Delta = rowsum(o * dout) of one head block, by lane groups and shuffles,
+// or the caller's Delta where the op has `given` and its pointer is not
+// null; used by smla-lower-to-nvvm and, in the softmax role, by
+// smla-gpu-to-nvvm.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,11 +23,9 @@ using namespace mlir::smla;
 /// add zeros, so that every lane of a warp takes part in the shuffles.
 /// One thread per row summing D serially left the prologue's other
 /// warps waiting at its barrier for ~4% of B1's step time.
-LogicalResult mlir::smla::lowerDelta(CtaEmitter &e, DeltaOp op) {
+static void computeDelta(CtaEmitter &e, DeltaOp op) {
   int64_t hg = op.getDelta().getType().getDimSize(0);
   int64_t d = op.getO().getType().getDimSize(2);
-  if (d % 8)
-    return op.emitOpError() << "GPU delta needs D to be a multiple of 8";
   int64_t parts = 1;
   while (parts < 16 && (d / 8) % (parts * 2) == 0)
     parts *= 2;
@@ -100,5 +100,37 @@ LogicalResult mlir::smla::lowerDelta(CtaEmitter &e, DeltaOp op) {
                         scf::YieldOp::create(b, loc);
                       });
   });
+}
+
+/// delta[h] = given[t, head h], one thread per row.
+static void copyGivenDelta(CtaEmitter &e, DeltaOp op) {
+  int64_t hg = op.getDelta().getType().getDimSize(0);
+  e.ctaLoop(hg, [&](OpBuilder &b, Value h) {
+    Value head = headIndex(b, e.loc, op.getHeadBlock(), hg, h);
+    Value v = memref::LoadOp::create(b, e.loc, op.getGiven(),
+                                     ValueRange{op.getToken(), head});
+    memref::StoreOp::create(b, e.loc, v, op.getDelta(), ValueRange{h});
+  });
+}
+
+LogicalResult mlir::smla::lowerDelta(CtaEmitter &e, DeltaOp op) {
+  if (op.getO().getType().getDimSize(2) % 8)
+    return op.emitOpError() << "GPU delta needs D to be a multiple of 8";
+  if (!op.getGiven()) {
+    computeDelta(e, op);
+    return success();
+  }
+  // A null `given` pointer: the caller passed no Delta.
+  OpBuilder &b = e.b;
+  Value ptr =
+      memref::ExtractAlignedPointerAsIndexOp::create(b, e.loc, op.getGiven());
+  Value none = arith::CmpIOp::create(b, e.loc, arith::CmpIPredicate::eq, ptr,
+                                     e.index(0));
+  auto branch = scf::IfOp::create(b, e.loc, none, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(branch.thenBlock());
+  computeDelta(e, op);
+  b.setInsertionPointToStart(branch.elseBlock());
+  copyGivenDelta(e, op);
   return success();
 }

@@ -18,11 +18,11 @@ using namespace mlir::smla;
 
 void mlir::smla::lowerIndexLoadLanes(IndexLoadOp op, LaneMap &lanes) {
   Value indices = op.getIndices(), t = op.getToken(), g = op.getGroup();
-  Value offset = op.getOffset();
+  Value offset = op.getOffset(), length = op.getLength();
   lanes[op.getResult()] = [=](OpBuilder &b, Location loc, Value j) {
-    // Lanes past K read nothing: their load goes to slot `offset` (< K)
-    // and the value is replaced by -1.
-    Value k = memref::DimOp::create(b, loc, indices, 2);
+    // Lanes past K (or the token's length, at most K) read nothing: their
+    // load goes to slot `offset` (< K) and the value is replaced by -1.
+    Value k = length ? length : memref::DimOp::create(b, loc, indices, 2);
     Value at = arith::AddIOp::create(b, loc, offset, j);
     Value inside =
         arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, at, k);

@@ -74,7 +74,8 @@ void emitIssue(OpBuilder &b, scf::ForOp loop, GatherOp gather,
         auto c = IndexLoadOp::create(
             tb, load.getLoc(), load.getType(), get(load.getIndices()),
             get(load.getToken()), get(load.getGroup()), get(load.getOffset()),
-            get(load.getLimit()), /*counters=*/Value());
+            get(load.getLimit()), get(load.getLength()),
+            /*counters=*/Value());
         map.map(load.getResult(), c.getResult());
       } else if (auto mask = dyn_cast<IndexMaskOp>(op)) {
         auto c = IndexMaskOp::create(

@@ -3,10 +3,12 @@
 // The fragment ops and wgmma forms of the softmax role's step, lowered:
 // - load_rows: unmasked 16-byte cp.async (8 of 8 source elements) into
 //   the swizzled tile;
-// - store_fragment with `transpose` writes each element to [col][row]
-//   (one bf16 store per element: the transposed pairs are not adjacent);
-//   without it, the pairs of consecutive columns are adjacent (one
-//   vector<2xbf16> store per pair);
+// - store_fragment with `transpose` writes each element to [col][row]:
+//   the fragment's 8 x 8 matrices, four per stmatrix.x4.trans (col
+//   layout), each thread's bf16 pair of a matrix as one register, and
+//   lane 8 j + b giving the address of row b of matrix j (16 fragment
+//   columns per instruction: 4 for n = 64); without it, the pairs of
+//   consecutive columns are adjacent (one vector<2xbf16> store per pair);
 // - pack_operand: 16 registers, each two elements rounded to bf16;
 // - wgmma with a register A operand: m64n128k16 instructions with the four
 //   A registers of each k step, tnspB 1 (B mn-major); with a tile A in
@@ -17,7 +19,9 @@
 // CHECK: nvvm.setmaxregister decrease 24
 // CHECK-COUNT-2: nvgpu.device_async_copy %arg0[%arg2, %{{.*}}, %{{.*}}], %{{.*}}[%{{.*}}], 8, %c8 {bypassL1}
 // CHECK: nvvm.setmaxregister increase 240
-// CHECK-COUNT-32: memref.store %{{[0-9]+}}, %reinterpret_cast[%{{[0-9]+}}] : memref<4096xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.extract_aligned_pointer_as_index %reinterpret_cast
+// CHECK-COUNT-4: nvvm.stmatrix %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}}, %{{[0-9]+}} {eltType = #nvvm.ld_st_matrix_elt_type<b16>, layout = #nvvm.mma_layout<col>, shape = #nvvm.ld_st_matrix_shape<m = 8, n = 8>} : !llvm.ptr<3>, i32, i32, i32, i32
+// CHECK-NOT: nvvm.stmatrix
 // CHECK-COUNT-16: vector.bitcast %{{[0-9]+}} : vector<2xbf16> to vector<1xi32>
 // CHECK: wgmma.fence.sync.aligned
 // CHECK: setp.ne.b32 p, 1, 0;\0Awgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, {$64, $65, $66, $67}, $68, p, 1, 1, 1;

@@ -2,6 +2,7 @@
 // RUN: smla-opt --pass-pipeline='builtin.module(smla-guarded, smla-gpu-map{threads=384 stage-token-rows=false}, gpu.module(smla-schedule-warp-specialized{softmax-chunks=0 dkv-depth=2}))' %s | FileCheck %s --check-prefix=SPLIT
 // RUN: not smla-opt --pass-pipeline='builtin.module(smla-guarded, smla-gpu-map{threads=256 stage-token-rows=false}, gpu.module(smla-schedule-warp-specialized))' %s 2>&1 | FileCheck %s --check-prefix=THREADS
 // RUN: not smla-opt --pass-pipeline='builtin.module(smla-guarded, smla-gpu-map{threads=384 stage-token-rows=false}, gpu.module(smla-schedule-warp-specialized{dkv-depth=3}))' %s 2>&1 | FileCheck %s --check-prefix=OPTION
+// RUN: smla-opt --pass-pipeline='builtin.module(smla-guarded, smla-gpu-map{threads=384 stage-token-rows=false}, gpu.module(smla-schedule-warp-specialized))' %s | FileCheck %s --check-prefix=LENGTHS
 
 // A 64-head bwd kernel (q/k width 256 + 64, v width 256) as the block loop's
 // three warpgroup roles. The producer stages q and do once, then per block
@@ -92,6 +93,7 @@
 // softmax-chunks=0 leaves every dKV chunk to the dkv role; dkv-depth=2
 // issues each next chunk's products before the current chunk's reduction
 // (one product group, two wgmmas, still pending at each wait).
+// SPLIT-LABEL: gpu.func @ws_bwd_bwd
 // SPLIT: smla_gpu.warp_specialize
 // SPLIT-NOT: smla_gpu.reduce_dkv
 // SPLIT: }, {
@@ -102,6 +104,7 @@
 // SPLIT: smla_gpu.reduce_dkv {{.*}} {col = 0 : i64}
 // SPLIT-COUNT-4: smla_gpu.reduce_dkv
 // SPLIT-NOT: smla_gpu.reduce_dkv
+// SPLIT-LABEL: gpu.func @ws_len_bwd
 
 // THREADS: error: 'gpu.func' op cannot take the warp-specialized schedule: needs 384 threads (three warpgroups), got 256
 // OPTION: error: smla-schedule-warp-specialized: softmax-chunks must be >= 0 and dkv-depth 1 or 2
@@ -121,6 +124,46 @@ func.func @ws_bwd(
       dkv_accum(%dkv_accum : memref<?x1x320xf32>)
       dkv(%dkv : memref<?x1x320xbf16>)
       counters(%counters : memref<4xi64>)
+      {config = #smla.config<d = 256, dt = 64, heads = 64, groups = 1,
+                             block = 64, lseBase = base2, positions = false,
+                             dqType = bf16, dkvType = bf16>,
+       sm_scale = 0.0625 : f32}
+  return
+}
+
+// With topk_length every role walks the token's own blocks (the
+// producer's, the softmax role's and the dkv role's loops share one
+// bound, ceil(n / 64) with n = min(K, max(0, length[t]))), and the
+// softmax role's Delta takes the caller's where given.
+// LENGTHS-LABEL: gpu.func @ws_len_bwd
+// LENGTHS-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "counters", "delta", "topk_length", "T", "S_kv", "K", "sm_scale", "walk_period"]
+// LENGTHS: %[[N:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
+// LENGTHS: %[[NB:.*]] = arith.ceildivui %[[N]], %{{.*}} : index
+// LENGTHS: smla_gpu.warp_specialize
+// LENGTHS: scf.for %{{.*}} = %{{.*}} to %[[NB]] step
+// LENGTHS: smla.index_load %{{.*}} length %[[N]]
+// LENGTHS: }, {
+// LENGTHS: smla.delta %{{.*}} given(%{{.*}} : memref<?x64xf32>) into
+// LENGTHS: scf.for %{{.*}} = %{{.*}} to %[[NB]] step
+// LENGTHS: }, {
+// LENGTHS: scf.for %{{.*}} = %{{.*}} to %[[NB]] step
+func.func @ws_len(
+    %q: memref<?x64x320xbf16>, %kv: memref<?x1x320xbf16>,
+    %o: memref<?x64x256xbf16>, %do: memref<?x64x256xbf16>,
+    %indices: memref<?x1x?xi32>, %lse: memref<?x64xf32>,
+    %dq: memref<?x64x320xbf16>,
+    %dkv_accum: memref<?x1x320xf32>, %dkv: memref<?x1x320xbf16>,
+    %counters: memref<4xi64>, %delta: memref<?x64xf32>,
+    %len: memref<?xi32>) {
+  smla.sparse_attention_bwd
+      q(%q : memref<?x64x320xbf16>) kv(%kv : memref<?x1x320xbf16>)
+      o(%o : memref<?x64x256xbf16>) dout(%do : memref<?x64x256xbf16>)
+      indices(%indices : memref<?x1x?xi32>) lse(%lse : memref<?x64xf32>)
+      dq(%dq : memref<?x64x320xbf16>)
+      dkv_accum(%dkv_accum : memref<?x1x320xf32>)
+      dkv(%dkv : memref<?x1x320xbf16>)
+      counters(%counters : memref<4xi64>) delta(%delta : memref<?x64xf32>)
+      topk_length(%len : memref<?xi32>)
       {config = #smla.config<d = 256, dt = 64, heads = 64, groups = 1,
                              block = 64, lseBase = base2, positions = false,
                              dqType = bf16, dkvType = bf16>,

@@ -114,6 +114,8 @@ LogicalResult SparseAttentionBwdOp::verify() {
   if (getCounters() &&
       failed(check.dims("counters", getCounters(), {kNumCounters})))
     return failure();
+  if (getDelta() && failed(check.dims("delta", getDelta(), {kDyn, h})))
+    return failure();
 
   // indices and positions are per token; the rest holds `tokens` tokens
   // per row (ConfigAttr): compare in rows.
@@ -136,6 +138,15 @@ LogicalResult SparseAttentionBwdOp::verify() {
       {"q", dim(getQ(), 0)},       {"o", dim(getO(), 0)},
       {"dout", dim(getDout(), 0)}, {"indices", *indexRows},
       {"lse", dim(getLse(), 0)},   {"dq", dim(getDq(), 0)}};
+  if (getDelta())
+    tokens.push_back({"delta", dim(getDelta(), 0)});
+  if (Value lengths = getTopkLength()) {
+    if (n != 1)
+      return emitOpError() << "operand 'topk_length' needs a step of one "
+                              "token (config tokens = 1), got tokens = "
+                           << n;
+    tokens.push_back({"topk_length", dim(lengths, 0)});
+  }
   if (getPositions()) {
     FailureOr<int64_t> positionRows = rows("positions", getPositions());
     if (failed(positionRows))
@@ -204,6 +215,9 @@ static LogicalResult checkWithinTile(Operation *op, StringRef what,
 LogicalResult DeltaOp::verify() {
   if (getO().getType() != getDout().getType())
     return emitOpError() << "operands 'o' and 'dout' must have the same type";
+  if (getGiven() && dim(getGiven(), 1) != dim(getO(), 1))
+    return emitOpError() << "operand 'given' must have the heads of 'o' ("
+                         << dim(getO(), 1) << "), got " << dim(getGiven(), 1);
   return checkHeadsPerGroup(*this, "o", getO(), dim(getDelta(), 0));
 }
 

@@ -86,7 +86,8 @@ Value emitIndexPair(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
   SmallVector<Value, 4> parts;
   for (auto [token, limit] : llvm::zip_equal(tokens, limits)) {
     auto load = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
-                                    group, offset, limit, op.getCounters());
+                                    group, offset, limit, /*length=*/Value(),
+                                    op.getCounters());
     Value bound = memref::DimOp::create(b, loc, op.getKv(), 0);
     Value lanes = buildTailLaneCount(b, loc, load);
     parts.push_back(load.getResult());
@@ -102,11 +103,12 @@ Value emitIndexPair(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
 /// The body for one top-k block: gather, products, softmax, dS, dQ, dKV.
 /// `group` is the kv group, `headBlock` the block of Hb heads it serves;
 /// `indexTokens` / `limits` the token(s) whose index rows it walks (two
-/// for a folded pair of tokens, else `token` itself).
+/// for a folded pair of tokens, else `token` itself); `length` the token's
+/// slot count when the op has topk_length.
 void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
                const Scratch &s, Value token, Value group, Value headBlock,
                Value offset, ArrayRef<Value> indexTokens,
-               ArrayRef<Value> limits) {
+               ArrayRef<Value> limits, Value length) {
   ConfigAttr cfg = op.getConfig();
   bool split = cfg.getHeadBlocks() > 1;
   Value idx;
@@ -116,7 +118,7 @@ void emitBlock(OpBuilder &b, Location loc, SparseAttentionBwdOp op,
     Value limit = limits.front();
     auto idxType = VectorType::get({cfg.getBlock()}, b.getI32Type());
     auto load = IndexLoadOp::create(b, loc, idxType, op.getIndices(), token,
-                                    group, offset, limit,
+                                    group, offset, limit, length,
                                     split ? Value() : op.getCounters());
     idx = load.getResult();
     if (split && op.getCounters())
@@ -173,6 +175,17 @@ void decompose(SparseAttentionBwdOp op) {
                                                    it)
                                                    .getResult()
                                              : Value());
+        // With topk_length: the token's slots, min(K, max(0, length[t])),
+        // and only the blocks that hold any of them.
+        Value length, blocks = numBlocks;
+        if (Value lengths = op.getTopkLength()) {
+          Value n = arith::IndexCastOp::create(
+              b, loc, b.getIndexType(),
+              memref::LoadOp::create(b, loc, lengths, t));
+          length = arith::MinSIOp::create(
+              b, loc, arith::MaxSIOp::create(b, loc, n, c0), topk);
+          blocks = arith::CeilDivUIOp::create(b, loc, length, block);
+        }
         // One step per head block; without a split, head block = group.
         scf::ForOp::create(
             b, loc, c0, headBlocks, c1, ValueRange{},
@@ -183,15 +196,16 @@ void decompose(SparseAttentionBwdOp op) {
                     b, loc, hb,
                     arith::ConstantIndexOp::create(b, loc,
                                                    cfg.getHeadBlocks()));
-              DeltaOp::create(b, loc, op.getO(), op.getDout(), t, hb, s.delta);
+              DeltaOp::create(b, loc, op.getO(), op.getDout(), t, hb,
+                              op.getDelta(), s.delta);
               linalg::FillOp::create(b, loc, ValueRange{zero},
                                      ValueRange{s.dqAcc});
               scf::ForOp::create(
-                  b, loc, c0, numBlocks, c1, ValueRange{},
+                  b, loc, c0, blocks, c1, ValueRange{},
                   [&](OpBuilder &b, Location loc, Value blk, ValueRange) {
                     Value offset = arith::MulIOp::create(b, loc, blk, block);
                     emitBlock(b, loc, op, s, t, g, hb, offset, indexTokens,
-                              limits);
+                              limits, length);
                     scf::YieldOp::create(b, loc);
                   });
               StoreDqOp::create(b, loc, s.dqAcc, op.getDq(), t, hb,

@@ -47,7 +47,7 @@ static bool isDimZeroOf(Value v, Value tensor) {
          matchPattern(dim.getIndex(), m_Zero());
 }
 
-/// lanes == min(dim(indices, 2) - offset, B)
+/// lanes == min(K - offset, B), K = the load's length, else dim(indices, 2)
 static bool isTailLaneCount(Value lanes, IndexLoadOp load) {
   auto min = lanes.getDefiningOp<arith::MinSIOp>();
   if (!min)
@@ -60,6 +60,11 @@ static bool isTailLaneCount(Value lanes, IndexLoadOp load) {
     if (!sub || !matchPattern(cap, m_ConstantInt(&capValue)) ||
         capValue.getSExtValue() != block || sub.getRhs() != load.getOffset())
       continue;
+    if (Value length = load.getLength()) {
+      if (sub.getLhs() == length)
+        return true;
+      continue;
+    }
     auto dim = sub.getLhs().getDefiningOp<memref::DimOp>();
     APInt dimIndex;
     if (dim && dim.getSource() == load.getIndices() &&
@@ -74,7 +79,9 @@ Value mlir::smla::buildTailLaneCount(OpBuilder &b, Location loc,
   int64_t block = load.getResult().getType().getNumElements();
   Value c2 = arith::ConstantIndexOp::create(b, loc, 2);
   Value cBlock = arith::ConstantIndexOp::create(b, loc, block);
-  Value topk = memref::DimOp::create(b, loc, load.getIndices(), c2);
+  Value topk = load.getLength();
+  if (!topk)
+    topk = memref::DimOp::create(b, loc, load.getIndices(), c2);
   Value left = arith::SubIOp::create(b, loc, topk, load.getOffset());
   return arith::MinSIOp::create(b, loc, left, cBlock);
 }

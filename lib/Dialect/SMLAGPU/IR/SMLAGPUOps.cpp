@@ -264,6 +264,13 @@ LogicalResult StoreFragmentOp::verify() {
   int64_t n = 2 * getFragment().getType().getNumElements();
   if (failed(verifyColumns(*this, n)))
     return failure();
+  // Transposed, it stores 8 x 8 matrices (stmatrix.trans): whole pairs
+  // of n8 column groups, at 16-byte chunks of the tile's rows.
+  if (getTranspose() && (n % 16 || getCol() % 8))
+    return emitOpError() << "with transpose expects a multiple of 16 "
+                            "columns and a column offset that is a multiple "
+                            "of 8, got "
+                         << n << " columns at " << getCol();
   int64_t rows = getTranspose() ? n : kFragmentRows;
   int64_t cols = getTranspose() ? kFragmentRows : n;
   MemRefType t = getTile().getType();

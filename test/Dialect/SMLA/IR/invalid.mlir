@@ -213,3 +213,39 @@ func.func @indices_type(%q: memref<?x16x576xbf16>, %kv: memref<?x1x576xbf16>, %o
   smla.sparse_attention_bwd q(%q : memref<?x16x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x16x512xbf16>) dout(%o : memref<?x16x512xbf16>) indices(%idx : memref<?x1x?xi64>) lse(%lse : memref<?x16xf32>) dq(%q : memref<?x16x576xbf16>) dkv_accum(%acc : memref<?x1x576xf32>) {config = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = f32>, sm_scale = 1.0 : f32}
   return
 }
+
+// -----
+
+func.func @delta_heads(%q: memref<?x16x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x16x512xbf16>, %do: memref<?x16x512xbf16>, %idx: memref<?x1x?xi32>, %lse: memref<?x16xf32>, %dq: memref<?x16x576xbf16>, %acc: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %delta: memref<?x8xf32>) {
+  // expected-error @+1 {{operand 'delta' dimension 1 must be 16, got 8}}
+  smla.sparse_attention_bwd q(%q : memref<?x16x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x16x512xbf16>) dout(%do : memref<?x16x512xbf16>) indices(%idx : memref<?x1x?xi32>) lse(%lse : memref<?x16xf32>) dq(%dq : memref<?x16x576xbf16>) dkv_accum(%acc : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) delta(%delta : memref<?x8xf32>)
+      {config = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>, sm_scale = 0.0416666679 : f32}
+  return
+}
+
+// -----
+
+func.func @delta_tokens(%q: memref<8x16x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x16x512xbf16>, %do: memref<?x16x512xbf16>, %idx: memref<?x1x?xi32>, %lse: memref<?x16xf32>, %dq: memref<?x16x576xbf16>, %acc: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %delta: memref<4x16xf32>) {
+  // expected-error @+1 {{token count (dim 0) differs between 'q' (8) and 'delta' (4)}}
+  smla.sparse_attention_bwd q(%q : memref<8x16x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x16x512xbf16>) dout(%do : memref<?x16x512xbf16>) indices(%idx : memref<?x1x?xi32>) lse(%lse : memref<?x16xf32>) dq(%dq : memref<?x16x576xbf16>) dkv_accum(%acc : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) delta(%delta : memref<4x16xf32>)
+      {config = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>, sm_scale = 0.0416666679 : f32}
+  return
+}
+
+// -----
+
+func.func @topk_length_pairs(%q: memref<?x32x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x32x512xbf16>, %do: memref<?x32x512xbf16>, %idx: memref<?x1x?xi32>, %lse: memref<?x32xf32>, %dq: memref<?x32x576xbf16>, %acc: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %len: memref<?xi32>) {
+  // expected-error @+1 {{operand 'topk_length' needs a step of one token (config tokens = 1), got tokens = 2}}
+  smla.sparse_attention_bwd q(%q : memref<?x32x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x32x512xbf16>) dout(%do : memref<?x32x512xbf16>) indices(%idx : memref<?x1x?xi32>) lse(%lse : memref<?x32xf32>) dq(%dq : memref<?x32x576xbf16>) dkv_accum(%acc : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) topk_length(%len : memref<?xi32>)
+      {config = #smla.config<d = 512, dt = 64, heads = 32, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16, tokens = 2>, sm_scale = 0.0416666679 : f32}
+  return
+}
+
+// -----
+
+func.func @topk_length_tokens(%q: memref<8x16x576xbf16>, %kv: memref<?x1x576xbf16>, %o: memref<?x16x512xbf16>, %do: memref<?x16x512xbf16>, %idx: memref<?x1x?xi32>, %lse: memref<?x16xf32>, %dq: memref<?x16x576xbf16>, %acc: memref<?x1x576xf32>, %dkv: memref<?x1x576xbf16>, %len: memref<7xi32>) {
+  // expected-error @+1 {{token count (dim 0) differs between 'q' (8) and 'topk_length' (7)}}
+  smla.sparse_attention_bwd q(%q : memref<8x16x576xbf16>) kv(%kv : memref<?x1x576xbf16>) o(%o : memref<?x16x512xbf16>) dout(%do : memref<?x16x512xbf16>) indices(%idx : memref<?x1x?xi32>) lse(%lse : memref<?x16xf32>) dq(%dq : memref<?x16x576xbf16>) dkv_accum(%acc : memref<?x1x576xf32>) dkv(%dkv : memref<?x1x576xbf16>) topk_length(%len : memref<7xi32>)
+      {config = #smla.config<d = 512, dt = 64, heads = 16, groups = 1, block = 64, lseBase = base2, positions = false, dqType = bf16, dkvType = bf16>, sm_scale = 0.0416666679 : f32}
+  return
+}

@@ -65,11 +65,16 @@ func.func @tiles(%q: memref<?x4x48xbf16>, %kv: memref<?x2x48xbf16>,
   // CHECK: smla.delta %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] into %{{.*}} : memref<?x4x32xbf16>, memref<?x4x32xbf16>, memref<2xf32>
   smla.delta %o, %do[%t, %g] into %delta
       : memref<?x4x32xbf16>, memref<?x4x32xbf16>, memref<2xf32>
+  // CHECK: smla.delta %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}] given(%{{.*}} : memref<?x4xf32>) into %{{.*}} : memref<?x4x32xbf16>, memref<?x4x32xbf16>, memref<2xf32>
+  smla.delta %o, %do[%t, %g] given(%lse : memref<?x4xf32>) into %delta
+      : memref<?x4x32xbf16>, memref<?x4x32xbf16>, memref<2xf32>
   // CHECK: %[[IDX:.*]] = smla.index_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] limit %{{.*}} counters(%{{.*}} : memref<4xi64>) : memref<?x2x?xi32> -> vector<16xi32>
   %i = smla.index_load %idx[%t, %g, %k0] limit %pos counters(%cnt : memref<4xi64>)
       : memref<?x2x?xi32> -> vector<16xi32>
   // CHECK: smla.index_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<?x2x?xi32> -> vector<16xi32>
   %i2 = smla.index_load %idx[%t, %g, %k0] : memref<?x2x?xi32> -> vector<16xi32>
+  // CHECK: smla.index_load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] length %{{.*}} : memref<?x2x?xi32> -> vector<16xi32>
+  %i3 = smla.index_load %idx[%t, %g, %k0] length %n : memref<?x2x?xi32> -> vector<16xi32>
   // CHECK: %[[M:.*]] = smla.index_mask %[[IDX]] below %{{.*}} lanes %{{.*}} limit %{{.*}} counters(%{{.*}} : memref<4xi64>) : vector<16xi32> -> vector<16xi1>
   %m = smla.index_mask %i below %s lanes %n limit %pos counters(%cnt : memref<4xi64>)
       : vector<16xi32> -> vector<16xi1>

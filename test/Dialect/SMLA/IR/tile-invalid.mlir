@@ -10,6 +10,14 @@ func.func @delta_types(%o: memref<?x4x32xbf16>, %do: memref<?x4x16xbf16>, %t: in
 
 // -----
 
+func.func @delta_given_heads(%o: memref<?x4x32xbf16>, %t: index, %g: memref<?x2xf32>, %d: memref<2xf32>) {
+  // expected-error @+1 {{operand 'given' must have the heads of 'o' (4), got 2}}
+  smla.delta %o, %o[%t, %t] given(%g : memref<?x2xf32>) into %d : memref<?x4x32xbf16>, memref<?x4x32xbf16>, memref<2xf32>
+  return
+}
+
+// -----
+
 func.func @delta_heads(%o: memref<?x4x32xbf16>, %t: index, %d: memref<3xf32>) {
   // expected-error @+1 {{heads of 'o' (4) must be a static multiple of the tile's heads per group (3)}}
   smla.delta %o, %o[%t, %t] into %d : memref<?x4x32xbf16>, memref<?x4x32xbf16>, memref<3xf32>

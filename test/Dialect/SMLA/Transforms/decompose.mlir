@@ -128,3 +128,40 @@ func.func @split(%q: memref<?x8x48xbf16>, %kv: memref<?x2x48xbf16>,
           dkvType = f32, headBlocks = 2>, sm_scale = 0.125 : f32}
   return
 }
+
+// The caller's Delta goes to every smla.delta as `given`. With topk_length
+// a token has n = min(K, max(0, length[t])) slots: its index loads read
+// below n, its masks count lanes below n, and its block loop stops at
+// ceil(n / block).
+// CHECK-LABEL: func.func @lengths
+// CHECK-SAME: %[[IDX:[a-z0-9]*]]: memref<?x1x?xi32>, %{{.*}}: memref<?x4xf32>, %{{.*}}: memref<?x4x48xf32>, %{{.*}}: memref<?x1x48xf32>, %{{.*}}: memref<4xi64>, %[[D:[a-z0-9]*]]: memref<?x4xf32>, %[[LEN:[a-z0-9]*]]: memref<?xi32>)
+// CHECK-DAG: %[[C0:.*]] = arith.constant 0 : index
+// CHECK-DAG: %[[C16:.*]] = arith.constant 16 : index
+// CHECK-DAG: %[[K:.*]] = memref.dim %[[IDX]], %{{.*}} : memref<?x1x?xi32>
+// CHECK: scf.for %[[T:.*]] = %{{.*}} to %{{.*}} step
+// CHECK:   %[[L:.*]] = memref.load %[[LEN]][%[[T]]] : memref<?xi32>
+// CHECK:   %[[LI:.*]] = arith.index_cast %[[L]] : i32 to index
+// CHECK:   %[[POS:.*]] = arith.maxsi %[[LI]], %[[C0]] : index
+// CHECK:   %[[N:.*]] = arith.minsi %[[POS]], %[[K]] : index
+// CHECK:   %[[NB:.*]] = arith.ceildivui %[[N]], %[[C16]] : index
+// CHECK:   scf.for
+// CHECK:     smla.delta %{{.*}}[%[[T]], %{{.*}}] given(%[[D]] : memref<?x4xf32>) into
+// CHECK:     scf.for %[[B:.*]] = %{{.*}} to %[[NB]] step
+// CHECK:       %[[K0:.*]] = arith.muli %[[B]], %[[C16]] : index
+// CHECK:       smla.index_load %[[IDX]][%[[T]], %{{.*}}, %[[K0]]] length %[[N]] counters
+func.func @lengths(%q: memref<?x4x48xbf16>, %kv: memref<?x1x48xbf16>,
+                   %o: memref<?x4x32xbf16>, %idx: memref<?x1x?xi32>,
+                   %lse: memref<?x4xf32>, %dq: memref<?x4x48xf32>,
+                   %acc: memref<?x1x48xf32>, %cnt: memref<4xi64>,
+                   %delta: memref<?x4xf32>, %len: memref<?xi32>) {
+  smla.sparse_attention_bwd q(%q : memref<?x4x48xbf16>)
+      kv(%kv : memref<?x1x48xbf16>) o(%o : memref<?x4x32xbf16>)
+      dout(%o : memref<?x4x32xbf16>) indices(%idx : memref<?x1x?xi32>)
+      lse(%lse : memref<?x4xf32>) dq(%dq : memref<?x4x48xf32>)
+      dkv_accum(%acc : memref<?x1x48xf32>) counters(%cnt : memref<4xi64>)
+      delta(%delta : memref<?x4xf32>) topk_length(%len : memref<?xi32>)
+      {config = #smla.config<d = 32, dt = 16, heads = 4, groups = 1,
+          block = 16, lseBase = base2, positions = false, dqType = f32,
+          dkvType = f32>, sm_scale = 0.125 : f32}
+  return
+}

@@ -46,6 +46,8 @@ def SMLA_SparseAttentionBwdOp
     | dkv_accum | [S_kv, G, W] | f32 (overwritten with the result) |
     | dkv (iff config.dkvType is bf16) | [S_kv, G, W] | bf16 |
     | counters (optional) | [4] | i64: invalid slots, dead rows, clamps, non-finite rows |
+    | delta (optional) | [T, H] | f32: Delta given by the caller (below) |
+    | topk_length (optional) | [T] | i32: slots per token (below) |
 
     Slot (t, g, j) is valid iff `0 <= indices[t,g,j] < S_kv` and, with
     positions, `indices[t,g,j] <= positions[t]`; an invalid slot is never
@@ -58,6 +60,16 @@ def SMLA_SparseAttentionBwdOp
     still overflow f32: `counters[3]` counts the rows of the results (dq
     rows (t, h) and rows (s, g) of dkv, or of dkv_accum without dkv) that
     hold a NaN or an Inf in their stored type.
+
+    Delta is `rowsum(o * dout)` unless `delta` is given: then Delta is
+    read from it (a caller that folds the gradient of lse into Delta,
+    `Delta - grad_lse * c`, passes the folded rows). On the GPU a null
+    `delta` pointer means "not given", so one kernel serves both calls.
+
+    With `topk_length`, token t has `min(K, max(0, topk_length[t]))`
+    slots: slots past that are not slots at all (never read, not counted
+    as invalid), and the blocks wholly past it are not walked. Only a
+    step of one token (config tokens = 1) takes it.
 
     Example:
     ```mlir
@@ -81,6 +93,8 @@ def SMLA_SparseAttentionBwdOp
       MemRefRankOf<[F32], [3]>:$dkv_accum,
       Optional<SMLA_Bf16Rank3>:$dkv,
       Optional<SMLA_Counters>:$counters,
+      Optional<MemRefRankOf<[F32], [2]>>:$delta,
+      Optional<MemRefRankOf<[I32], [1]>>:$topk_length,
       SMLA_ConfigAttr:$config, F32Attr:$sm_scale);
   let assemblyFormat = [{
     `q` `(` $q `:` type($q) `)` `kv` `(` $kv `:` type($kv) `)`
@@ -92,6 +106,8 @@ def SMLA_SparseAttentionBwdOp
     `dkv_accum` `(` $dkv_accum `:` type($dkv_accum) `)`
     (`dkv` `(` $dkv^ `:` type($dkv) `)`)?
     (`counters` `(` $counters^ `:` type($counters) `)`)?
+    (`delta` `(` $delta^ `:` type($delta) `)`)?
+    (`topk_length` `(` $topk_length^ `:` type($topk_length) `)`)?
     attr-dict
   }];
   let hasVerifier = 1;
@@ -109,17 +125,24 @@ def SMLA_DeltaOp : SMLA_Op<"delta"> {
   let summary = "Delta = rowsum(o * do) for the heads of one head block";
   let description = [{
     `delta[h] = sum_c o[t, hb*Hb + h, c] * dout[t, hb*Hb + h, c]` in f32,
-    for h < Hb where Hb is the length of `delta`.
+    for h < Hb where Hb is the length of `delta`. With `given` ([T, H],
+    the caller's Delta), `delta[h] = given[t, hb*Hb + h]` instead; on the
+    GPU only where `given`'s pointer is not null, so a kernel computes
+    Delta itself when the caller passes none.
 
     ```mlir
     smla.delta %o, %do[%t, %g] into %delta
         : memref<?x16x512xbf16>, memref<?x16x512xbf16>, memref<16xf32>
+    smla.delta %o, %do[%t, %g] given(%d : memref<?x16xf32>) into %delta
+        : memref<?x16x512xbf16>, memref<?x16x512xbf16>, memref<16xf32>
     ```
   }];
   let arguments = (ins SMLA_Bf16Rank3:$o, SMLA_Bf16Rank3:$dout, Index:$token,
-      Index:$head_block, MemRefRankOf<[F32], [1]>:$delta);
+      Index:$head_block, Optional<MemRefRankOf<[F32], [2]>>:$given,
+      MemRefRankOf<[F32], [1]>:$delta);
   let assemblyFormat = [{
-    $o `,` $dout `[` $token `,` $head_block `]` `into` $delta attr-dict `:`
+    $o `,` $dout `[` $token `,` $head_block `]`
+    (`given` `(` $given^ `:` type($given) `)`)? `into` $delta attr-dict `:`
     type($o) `,` type($dout) `,` type($delta)
   }];
   let hasVerifier = 1;
@@ -129,8 +152,8 @@ def SMLA_IndexLoadOp : SMLA_Op<"index_load", [AttrSizedOperandSegments]> {
   let summary = "Load one block of top-k indices";
   let description = [{
     Lane j of the result is `indices[t, g, offset + j]` when
-    `offset + j < K` (K = dim 2 of `indices`) and -1 otherwise: the tail
-    block is never read past. `limit`, when present, is the absolute position
+    `offset + j < K` (K = dim 2 of `indices`, or `length` when given, at
+    most K) and -1 otherwise: the tail block is never read past. `limit`, when present, is the absolute position
     of token t; it travels with the indices so that the mask built from them
     can apply the causal rule `idx <= limit`. `counters`, when present, is
     the guard counter buffer the guards built from this block report to.
@@ -138,14 +161,17 @@ def SMLA_IndexLoadOp : SMLA_Op<"index_load", [AttrSizedOperandSegments]> {
     ```mlir
     %idx = smla.index_load %indices[%t, %g, %k0] limit %pos
         : memref<?x1x?xi32> -> vector<64xi32>
+    %idx2 = smla.index_load %indices[%t, %g, %k0] length %n
+        : memref<?x1x?xi32> -> vector<64xi32>
     ```
   }];
   let arguments = (ins MemRefRankOf<[I32], [3]>:$indices, Index:$token,
       Index:$group, Index:$offset, Optional<I32>:$limit,
-      Optional<SMLA_Counters>:$counters);
+      Optional<Index>:$length, Optional<SMLA_Counters>:$counters);
   let results = (outs SMLA_IndexVector:$result);
   let assemblyFormat = [{
     $indices `[` $token `,` $group `,` $offset `]` (`limit` $limit^)?
+    (`length` $length^)?
     (`counters` `(` $counters^ `:` type($counters) `)`)?
     attr-dict `:` type($indices) `->` type($result)
   }];

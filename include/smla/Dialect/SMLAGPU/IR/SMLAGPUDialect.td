@@ -26,10 +26,12 @@ def SMLAGPU_Dialect : Dialect {
 
     `smla-schedule-warp-specialized` builds this IR from the guarded tile
     loop nest of a gpu.func (`smla-gpu-map`); `smla-gpu-to-nvvm` lowers
-    each op with one rewrite pattern to the NVVM dialect (upstream ops for
-    mbarriers, named barriers, setmaxnreg, the wgmma fences and waits; a
-    PTX builder only for the instructions MLIR 22 lacks: wgmma with a
-    register A operand, `red.global.add.v4.f32`, `stmatrix`).
+    each op with one rewrite pattern to the NVVM dialect: upstream ops for
+    the mbarriers (init, arrive, the cp.async arrival), setmaxnreg, named
+    barriers and `stmatrix`; inline PTX for the wgmma instructions (fence,
+    `mma_async` with either A operand, commit, wait), the mbarrier spin
+    wait without a suspend hint, `fence.proxy.async` and
+    `red.global.add.v4.f32` with an L2 cache hint.
 
     Shared-memory tiles are workgroup `memref`s (placed by
     `smla-allocate-smem`, checked by `smla-verify-smem`) whose bytes the

@@ -366,7 +366,9 @@ def SMLAGPU_StoreFragmentOp : SMLAGPU_Op<"store_fragment"> {
   let description = [{
     `tile[row + m, col + n] = bf16(fragment[m, n])`, or with `transpose`
     `tile[row + n, col + m]`, for the warpgroup's m64nN fragment, in the
-    tile's 128-byte swizzle. Another role that reads the tile with wgmma
+    tile's 128-byte swizzle. Transposed, the fragment's 8 x 8 matrices are
+    stored whole (`stmatrix.m8n8.x4.trans`, 16 columns per instruction):
+    N is a multiple of 16 and `col` of 8. Another role that reads the tile with wgmma
     is handed it through a pipeline (`producer_commit` fences the async
     proxy).
 
