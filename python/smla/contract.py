@@ -101,7 +101,7 @@ def sm_scale_fits_float32(sm_scale: float) -> bool:
 
 def sm_scale_error(sm_scale) -> str:
     """The message (after "argument 'sm_scale' ") for a scale that fails
-    sm_scale_fits_float32; the C++ op's (ArgumentChecks.cpp) says the same."""
+    sm_scale_fits_float32 (smla.checks raises it)."""
     return (f"must be a finite positive number that is normal in float32 (the kernels' "
             f"type) and keeps sm_scale * log2(e) finite in float32 ({SM_SCALE_MIN:g} <= "
             f"sm_scale <= {SM_SCALE_MAX:g}), got {sm_scale!r}")
