@@ -159,22 +159,31 @@ def _strided(t):
 @needs_compiled
 @pytest.mark.parametrize("heads", [16, 12])
 def test_strided_arguments_match_contiguous(heads, caplog):
-    """Strided q, kv, o, do, indices, lse and delta run on one logged copy
-    each: dq is bit for bit the contiguous call's (no atomics), dkv up to
-    the atomics' order."""
+    """Strided q, kv, o, do, indices, lse and q_positions run on one logged
+    copy each: dq is bit for bit the contiguous call's (no atomics), dkv up
+    to the atomics' order. (A strided delta: test_given_delta_strided.)"""
     smla.configure(pairs="off")
     p = problem(24, heads, positions=True)
-    delta = (p["o"].float() * p["do"].float()).sum(-1)
-    want = smla.sparse_mla_bwd(**p, delta=delta, mode="compiled")
+    want = smla.sparse_mla_bwd(**p, mode="compiled")
     caplog.set_level(logging.DEBUG, logger="smla")
     s = {k: _strided(v) if isinstance(v, torch.Tensor) else v for k, v in p.items()}
     assert not any(t.is_contiguous() for t in s.values() if isinstance(t, torch.Tensor))
-    got = smla.sparse_mla_bwd(**s, delta=_strided(delta), mode="compiled")
+    got = smla.sparse_mla_bwd(**s, mode="compiled")
     assert torch.equal(got[0], want[0]) and rel_fro(got[1], want[1]) < 1e-3
     if heads == 16:
         text = "\n".join(r.getMessage() for r in caplog.records)
-        for name in ("q", "kv", "o", "do", "indices", "lse", "q_positions", "delta"):
+        for name in ("q", "kv", "o", "do", "indices", "lse", "q_positions"):
             assert f"argument '{name}' has strides" in text, name
+
+
+@needs_compiled
+def test_given_delta_strided():
+    smla.configure(pairs="off")
+    p = problem(24, 16)
+    delta = (p["o"].float() * p["do"].float()).sum(-1) + 0.5
+    want = smla.sparse_mla_bwd(**p, delta=delta, mode="compiled")
+    got = smla.sparse_mla_bwd(**p, delta=_strided(delta), mode="compiled")
+    assert torch.equal(got[0], want[0]) and rel_fro(got[1], want[1]) < 1e-3
 
 
 @needs_compiled
