@@ -9,7 +9,7 @@ times the resident CTAs) and chunking, and, for B2r, other periods
 rotation) and a single chunk. Also prints the number of distinct keys a
 window of one wave of tokens reduces into: the statistic the auto choice
 compares with L2. Medians of --iters runs after --warmup (bench_bwd.bench);
-the environment is set per variant in this one process.
+the walk settings (smla.configure) are set per variant in this one process.
 """
 
 import argparse
@@ -21,15 +21,16 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
+import smla  # noqa: E402
 from bench_bwd import SHAPES, bench, make_problem  # noqa: E402
 from smla import _compiled  # noqa: E402
 
-ENV = ("SMLA_WALK", "SMLA_WALK_PERIOD", "SMLA_WALK_CHUNK_TOKENS")
-COMMON = [("auto", {}), ("given", {"SMLA_WALK": "given"}),
-          ("sorted", {"SMLA_WALK": "sorted"})]
-EXTRA = {"B2r": [(f"sorted period {p}", {"SMLA_WALK": "sorted", "SMLA_WALK_PERIOD": str(p)})
+# The settings (smla.config; SMLA_WALK, SMLA_WALK_PERIOD, SMLA_WALK_CHUNK_TOKENS).
+DEFAULTS = dict(walk=None, walk_period=None, walk_chunk_tokens=None)
+COMMON = [("auto", {}), ("given", {"walk": "given"}), ("sorted", {"walk": "sorted"})]
+EXTRA = {"B2r": [(f"sorted period {p}", {"walk": "sorted", "walk_period": p})
                  for p in (264, 528, 1056, 0)]
-        + [("sorted one chunk", {"SMLA_WALK": "sorted", "SMLA_WALK_CHUNK_TOKENS": "1000000"})]}
+        + [("sorted one chunk", {"walk": "sorted", "walk_chunk_tokens": 1000000})]}
 
 
 def main(argv=None):
@@ -41,7 +42,7 @@ def main(argv=None):
     if not (torch.cuda.is_available() and _compiled.is_available()):
         sys.exit("bench_walk: needs a CUDA device and the compiled extension smla._C")
     dev = torch.device("cuda")
-    saved = {k: os.environ.get(k) for k in ENV}
+    saved = smla.configure()
     try:
         for name in args.shapes:
             T, S, H, G, D, Dt, K, _ = SHAPES[name]
@@ -54,10 +55,9 @@ def main(argv=None):
                     delta=None, dq_dtype=torch.bfloat16, dkv_dtype=torch.bfloat16)
 
             base = None
-            for label, env in COMMON + EXTRA.get(name, []):
-                for k in ENV:
-                    os.environ.pop(k, None)
-                os.environ.update(env)
+            for label, settings in COMMON + EXTRA.get(name, []):
+                smla.configure(**DEFAULTS)
+                smla.configure(**settings)
                 ms = bench(run, dev, args.warmup, args.iters)
                 base = base or ms
                 print(f"{name:4s} {label:22s} {ms:8.2f} ms  ({base / ms:.2f}x of auto)", flush=True)
@@ -68,11 +68,7 @@ def main(argv=None):
             print(f"{name:4s} distinct keys of a {window}-token window: {distinct} "
                   f"({distinct * (D + Dt) * 4 / 1e6:.1f} MB of fp32 dKV rows)", flush=True)
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        smla.configure(**saved)
 
 
 if __name__ == "__main__":

@@ -85,14 +85,14 @@ def main() -> int:
         H, G, D, Dt, base, pos, dq_t, dkv_t, tokens = key
         # A tokens = 2 kernel serves H / 2 heads per token, on token pairs.
         H //= tokens
-        os.environ["SMLA_PAIRS"] = "on" if tokens == 2 else "off"
+        smla.configure(pairs="on" if tokens == 2 else "off")
         # Pairs walk more than two blocks of 64 (~140 aligned slots): the
         # wgmma scatter reduces block j during step j + 1 and the last
         # block after the loop (smla-defer-scatter).
-        # A cluster kernel (the manifest's "cluster": the library's H = 64
-        # and 128) runs two head-block CTAs that hand packed tiles over in
-        # two buffers by block parity: walk three blocks and a tail so both
-        # buffers and both parities are used.
+        # A cluster kernel (the manifest's "cluster") runs two head-block
+        # CTAs that hand packed tiles over in two buffers by block parity:
+        # walk three blocks and a tail so both buffers and both parities are
+        # used.
         sizes = (dict(T=6, K=100, S=397) if tokens == 2 else
                  dict(T=5, K=170, S=397) if c.get("cluster") else dict(T=5))
         p = case(H, G, D, Dt, 2 if base in (2, "2") else "e", pos,

@@ -27,8 +27,7 @@ runtime::KernelRequest makeRequest(const char *kind, const BwdConfig &config) {
   request.dt = config.n.Dt;
   request.heads = config.n.H;
   request.groups = config.n.G;
-  request.lseBase =
-      config.lseBaseE ? runtime::LseBase::E : runtime::LseBase::Two;
+  request.lseBase = runtime::LseBase::Two;
   request.positions = config.positions;
   request.dqType = manifestType(config.dqDtype);
   request.dkvType = manifestType(config.dkvDtype);
@@ -55,7 +54,7 @@ std::string compileConfig(const BwdConfig &config) {
   const BwdSizes &n = config.n;
   return "d=" + std::to_string(n.D) + ",dt=" + std::to_string(n.Dt) +
          ",heads=" + std::to_string(n.H) + ",groups=" + std::to_string(n.G) +
-         ",lse=" + (config.lseBaseE ? "natural" : "base2") +
+         ",lse=base2" +
          ",positions=" + (config.positions ? "1" : "0") +
          ",dq=" + manifestType(config.dqDtype) +
          ",dkv=" + manifestType(config.dkvDtype);
@@ -86,6 +85,21 @@ BwdSelection selectBwd(const BwdConfig &config) {
   BwdSelection selection = findInLibraries(config, &why);
   TORCH_CHECK(selection.bwd != nullptr, why);
   return selection;
+}
+
+std::vector<int64_t> servedHeads(const BwdConfig &config, int64_t most) {
+  std::vector<LoadedLibrary> libraries = kernelLibraries();
+  std::vector<int64_t> heads;
+  BwdConfig each = config;
+  for (int64_t h = 1; h <= most; ++h) {
+    each.n.H = h;
+    for (const LoadedLibrary &library : libraries)
+      if (findBwd(*library.library, each, 1)) {
+        heads.push_back(h);
+        break;
+      }
+  }
+  return heads;
 }
 
 Choice &lastChoice() {

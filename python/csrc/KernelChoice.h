@@ -7,26 +7,31 @@
 // The op runs the first library (KernelDirectory.h) that has a one-token
 // bwd kernel for the call's configuration, and takes every other kernel it
 // launches (pairs, the pair union, delta, the dkv cast) from that library.
-// A bwd kernel accumulates dkv in fp32 whatever its dkv type, so one
-// compiled for either dkv type serves both. Each call records what it
-// chose (kernel, token pairing, slot walk) for smla's debug log.
+// Every kernel it asks for takes a base-2 lse (the public op converts a
+// natural-log one). A bwd kernel accumulates dkv in fp32 whatever its dkv
+// type, so one compiled for either dkv type serves both. smla/_library.py
+// plans a call's head count with the same lookup (find_kernel,
+// served_heads: the library's head count, or a larger one with padded
+// heads). Each call records what it chose (kernel, token pairing, slot
+// walk) for smla's debug log.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef SMLA_PYTHON_KERNELCHOICE_H
 #define SMLA_PYTHON_KERNELCHOICE_H
 
-#include "ArgumentChecks.h"
+#include "LaunchArgs.h"
 #include "KernelDirectory.h"
 
 #include <string>
+#include <vector>
 
 namespace smla::ext {
 
 /// What a call's kernels must have been compiled for.
 struct BwdConfig {
   BwdSizes n;
-  bool lseBaseE = false, positions = false;
+  bool positions = false;
   at::ScalarType dqDtype = at::kBFloat16, dkvDtype = at::kBFloat16;
 };
 
@@ -56,6 +61,10 @@ BwdSelection findInLibraries(const BwdConfig &config, std::string *why);
 
 /// findInLibraries, throwing `why` when none has one.
 BwdSelection selectBwd(const BwdConfig &config);
+
+/// The head counts (1 to `most`) for which some library has a one-token
+/// bwd kernel of `config` but its heads, in ascending order.
+std::vector<int64_t> servedHeads(const BwdConfig &config, int64_t most);
 
 /// What the last call on this thread ran.
 struct Choice {

@@ -15,7 +15,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -23,11 +22,11 @@
 namespace smla::ext {
 namespace {
 
-constexpr const char *kEnvVar = "SMLA_KERNEL_DIR";
-
 struct Libraries {
   std::mutex mutex;
   std::string packageDirectory;
+  /// smla.config.kernel_dir; "" for the package's.
+  std::string configuredDirectory;
   /// Every library opened, by absolute directory; never freed (kernels
   /// from it may still run, and unloading from a static destructor would
   /// run after the driver may be gone).
@@ -42,20 +41,15 @@ Libraries &libraries() {
   return *state;
 }
 
-const char *envKernelDirectory() {
-  const char *value = std::getenv(kEnvVar);
-  return value != nullptr && *value != '\0' ? value : nullptr;
-}
-
 std::string absolute(const std::string &path) {
   if (!path.empty() && path.front() == '/')
     return path;
   std::string cwd(4096, '\0');
   while (getcwd(cwd.data(), cwd.size()) == nullptr) {
     if (errno != ERANGE)
-      throw runtime::Error(std::string("smla: cannot resolve the relative ") +
-                           kEnvVar + " '" + path +
-                           "': the working directory is unknown");
+      throw runtime::Error(std::string("smla: cannot resolve the relative "
+                                       "kernel directory '") +
+                           path + "': the working directory is unknown");
     cwd.resize(cwd.size() * 2);
   }
   cwd.resize(std::char_traits<char>::length(cwd.c_str()));
@@ -80,11 +74,12 @@ runtime::KernelLibrary &open(Libraries &state, const std::string &directory,
   }
 }
 
-std::string primarySource() {
-  return envKernelDirectory() != nullptr
-             ? std::string("from the environment variable ") + kEnvVar
-             : std::string("the installed package's library; set ") + kEnvVar +
-                   " to use another";
+std::string primarySource(const Libraries &state) {
+  return !state.configuredDirectory.empty()
+             ? std::string("set by smla.config.kernel_dir (SMLA_KERNEL_DIR)")
+             : std::string("the installed package's library; set "
+                           "SMLA_KERNEL_DIR or smla.configure(kernel_dir=...) "
+                           "to use another");
 }
 
 /// kernels/ next to this shared object: the package's, for a module built
@@ -103,8 +98,8 @@ std::string moduleKernelDirectory() {
 }
 
 std::string primaryDirectory(const Libraries &state) {
-  if (const char *env = envKernelDirectory())
-    return absolute(env);
+  if (!state.configuredDirectory.empty())
+    return state.configuredDirectory;
   return state.packageDirectory.empty() ? moduleKernelDirectory()
                                         : state.packageDirectory;
 }
@@ -117,6 +112,12 @@ void setPackageKernelDirectory(const std::string &directory) {
   state.packageDirectory = absolute(directory);
 }
 
+void setKernelDirectory(const std::string &directory) {
+  Libraries &state = libraries();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.configuredDirectory = directory.empty() ? "" : absolute(directory);
+}
+
 std::string kernelDirectory() {
   Libraries &state = libraries();
   std::lock_guard<std::mutex> lock(state.mutex);
@@ -126,7 +127,7 @@ std::string kernelDirectory() {
 runtime::KernelLibrary &kernelLibrary() {
   Libraries &state = libraries();
   std::lock_guard<std::mutex> lock(state.mutex);
-  return open(state, primaryDirectory(state), primarySource());
+  return open(state, primaryDirectory(state), primarySource(state));
 }
 
 void addKernelDirectory(const std::string &directory) {
@@ -145,7 +146,7 @@ std::vector<LoadedLibrary> kernelLibraries() {
   std::lock_guard<std::mutex> lock(state.mutex);
   std::string primary = primaryDirectory(state);
   std::vector<LoadedLibrary> out{
-      {&open(state, primary, primarySource()), primary}};
+      {&open(state, primary, primarySource(state)), primary}};
   for (const std::string &added : state.added)
     if (added != primary)
       out.push_back({state.opened.at(added), added});

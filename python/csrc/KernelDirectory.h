@@ -5,19 +5,19 @@
 //===----------------------------------------------------------------------===//
 //
 // The op selects its kernels from these libraries, in order:
-//   1. the one in the kernel directory: the environment variable
-//      SMLA_KERNEL_DIR if set and non-empty (a relative path is taken
-//      relative to the working directory of the call), else the package's
-//      kernels/ directory, which smla._compiled registers when it loads the
-//      module (setPackageKernelDirectory; a module imported on its own
-//      takes kernels/ next to itself);
+//   1. the one in the kernel directory: smla.config.kernel_dir
+//      (SMLA_KERNEL_DIR, read by smla.config at import and on
+//      smla.reload_config(), and handed over with setKernelDirectory) if
+//      set, else the package's kernels/ directory, which smla._compiled
+//      registers when it loads the module (setPackageKernelDirectory; a
+//      module imported on its own takes kernels/ next to itself);
 //   2. those added with addKernelDirectory: kernels compiled on first use
 //      into the cache (smla/_library.py).
-// The directory is looked up on every call, so changing SMLA_KERNEL_DIR
-// takes effect at the next call (a directory that cannot be opened is then
-// an error naming it). Every library opened stays loaded for the process:
-// kernels launched from it may still be running. Opening is not cached when
-// it fails, so fixing the directory and calling again works.
+// A changed kernel directory applies from the next call (a directory that
+// cannot be opened is then an error naming it). Every library opened
+// stays loaded for the process: kernels launched from it may still be
+// running. Opening is not cached when it fails, so fixing the directory
+// and calling again works. Nothing here reads the environment.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,8 +32,12 @@
 namespace smla::ext {
 
 /// The package's kernels/ directory (where the installed package's library
-/// is), used when SMLA_KERNEL_DIR is not set.
+/// is), used when no kernel directory is set.
 void setPackageKernelDirectory(const std::string &directory);
+
+/// The kernel directory (an absolute path) that replaces the package's;
+/// "" for the package's.
+void setKernelDirectory(const std::string &directory);
 
 /// The directory the primary library is (or would be) loaded from, by the
 /// rules above, as an absolute path. Does not check that it exists.

@@ -4,27 +4,33 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// Importing smla._C registers torch.ops.smla.sparse_mla_bwd (the schema here,
-// the CUDA/CPU/Meta implementations in SparseMlaBwd.cpp) through static
-// initializers. The Python module itself is a plain C-API module with one
-// helper, so it needs neither pybind11 nor libtorch_python.
+// Importing smla._C registers, through static initializers, the private
+// launch op smla::_launch_bwd (its CUDA implementation in SparseMlaBwd.cpp)
+// that the public op torch.ops.smla.sparse_mla_bwd (smla/_op.py) runs, and
+// smla::aligned_pair_rows. The Python module itself is a plain C-API module
+// of helpers (the kernel libraries, the lookups smla/_library.py plans
+// with, the settings smla.config hands over), so it needs neither pybind11
+// nor libtorch_python.
 //
 //===----------------------------------------------------------------------===//
 
 #include "KernelChoice.h"
 #include "KernelDirectory.h"
+#include "Options.h"
 
 #include "smla/runtime/Error.h"
 
 #include <Python.h>
 #include <torch/library.h>
 
-// The schema python/smla/_compiled.py calls; keep the two in sync.
-TORCH_LIBRARY(smla, m) {
-  m.def("sparse_mla_bwd(Tensor q, Tensor kv, Tensor o, Tensor dout, "
-        "Tensor indices, Tensor lse, float sm_scale, bool lse_base_e, "
-        "Tensor? q_positions, Tensor? delta, ScalarType dq_dtype, "
-        "ScalarType dkv_dtype) -> (Tensor dq, Tensor dkv, Tensor counters)");
+// A fragment of the smla namespace: smla/_op.py defines the public op in
+// another. _launch_bwd takes a base-2 lse and arguments laid out as the
+// kernels read them (LaunchArgs.h); smla/_op.py calls it positionally.
+TORCH_LIBRARY_FRAGMENT(smla, m) {
+  m.def("_launch_bwd(Tensor q, Tensor kv, Tensor o, Tensor do, "
+        "Tensor indices, Tensor lse, float sm_scale, Tensor? q_positions, "
+        "Tensor? delta, ScalarType dq_dtype, ScalarType dkv_dtype) -> "
+        "(Tensor dq, Tensor dkv, Tensor counters)");
   // The aligned index rows of token pairs that sparse_mla_bwd runs the
   // folded kernel on (TokenPairs.h); exposed for tests and inspection.
   m.def("aligned_pair_rows(Tensor indices, int s_kv) -> "
@@ -102,27 +108,88 @@ PyObject *checkLibrary(PyObject *, PyObject *args) {
   });
 }
 
+/// The BwdConfig of find_kernel's and served_heads' arguments.
+smla::ext::BwdConfig bwdConfig(long long d, long long dt, long long heads,
+                               long long groups, int positions, int dqF32,
+                               int dkvF32) {
+  smla::ext::BwdConfig config;
+  config.n.D = d;
+  config.n.Dt = dt;
+  config.n.H = heads;
+  config.n.G = groups;
+  config.positions = positions;
+  config.dqDtype = dqF32 ? at::kFloat : at::kBFloat16;
+  config.dkvDtype = dkvF32 ? at::kFloat : at::kBFloat16;
+  return config;
+}
+
 PyObject *findKernel(PyObject *, PyObject *args) {
   long long d, dt, heads, groups;
-  int lseBaseE, positions, dqF32, dkvF32;
-  if (!PyArg_ParseTuple(args, "LLLLpppp", &d, &dt, &heads, &groups, &lseBaseE,
-                        &positions, &dqF32, &dkvF32))
+  int positions, dqF32, dkvF32;
+  if (!PyArg_ParseTuple(args, "LLLLppp", &d, &dt, &heads, &groups, &positions,
+                        &dqF32, &dkvF32))
     return nullptr;
   return guarded([&] {
-    smla::ext::BwdConfig config;
-    config.n.D = d;
-    config.n.Dt = dt;
-    config.n.H = heads;
-    config.n.G = groups;
-    config.lseBaseE = lseBaseE;
-    config.positions = positions;
-    config.dqDtype = dqF32 ? at::kFloat : at::kBFloat16;
-    config.dkvDtype = dkvF32 ? at::kFloat : at::kBFloat16;
+    const smla::ext::BwdConfig config =
+        bwdConfig(d, dt, heads, groups, positions, dqF32, dkvF32);
     std::string why;
     smla::ext::BwdSelection found = smla::ext::findInLibraries(config, &why);
     return Py_BuildValue("(Nss)", PyBool_FromLong(found.bwd != nullptr),
                          smla::ext::compileConfig(config).c_str(),
                          found.bwd ? "" : why.c_str());
+  });
+}
+
+PyObject *servedHeads(PyObject *, PyObject *args) {
+  long long d, dt, groups, most;
+  int positions, dqF32, dkvF32;
+  if (!PyArg_ParseTuple(args, "LLLpppL", &d, &dt, &groups, &positions, &dqF32,
+                        &dkvF32, &most))
+    return nullptr;
+  return guarded([&]() -> PyObject * {
+    const std::vector<int64_t> heads = smla::ext::servedHeads(
+        bwdConfig(d, dt, 1, groups, positions, dqF32, dkvF32), most);
+    PyObject *list = PyList_New(0);
+    for (int64_t h : heads) {
+      PyObject *item = PyLong_FromLongLong(h);
+      if (item == nullptr || PyList_Append(list, item) != 0) {
+        Py_XDECREF(item);
+        Py_DECREF(list);
+        return nullptr;
+      }
+      Py_DECREF(item);
+    }
+    return list;
+  });
+}
+
+PyObject *setOptions(PyObject *, PyObject *args) {
+  const char *directory = nullptr;
+  int walk, pairs, pairsRows;
+  long long period, chunkTokens, l2Bytes, pairsChunk;
+  if (!PyArg_ParseTuple(args, "siLLLiLi", &directory, &walk, &period,
+                        &chunkTokens, &l2Bytes, &pairs, &pairsChunk,
+                        &pairsRows))
+    return nullptr;
+  if (walk < 0 || walk > 2 || pairs < 0 || pairs > 2 || pairsRows < 0 ||
+      pairsRows > 1) {
+    PyErr_SetString(PyExc_ValueError,
+                    "smla._C.set_options: a choice outside its range "
+                    "(smla/_compiled.py hands over smla.config's values)");
+    return nullptr;
+  }
+  return guarded([&] {
+    smla::ext::OpOptions options;
+    options.walk.mode = static_cast<smla::ext::WalkOptions::Mode>(walk);
+    options.walk.period = period;
+    options.walk.chunkTokens = chunkTokens;
+    options.walk.l2Bytes = l2Bytes;
+    options.pairs.mode = static_cast<smla::ext::PairsMode>(pairs);
+    options.pairs.chunk = pairsChunk;
+    options.pairs.rowsInDq = pairsRows == 0;
+    smla::ext::setKernelDirectory(directory);
+    smla::ext::setOpOptions(options);
+    Py_RETURN_NONE;
   });
 }
 
@@ -139,13 +206,13 @@ PyMethodDef methods[] = {
     {"kernel_directory", kernelDirectory, METH_NOARGS,
      "kernel_directory() -> str\n\n"
      "The directory torch.ops.smla.sparse_mla_bwd loads manifest.json and the\n"
-     "cubins from: $SMLA_KERNEL_DIR if set (relative to the working\n"
-     "directory), else the installed package's kernels/ directory. Looked up\n"
-     "on every call; each library is opened once per process."},
+     "cubins from: smla.config.kernel_dir (SMLA_KERNEL_DIR) if set, else the\n"
+     "installed package's kernels/ directory. Each library is opened once per\n"
+     "process."},
     {"set_package_kernel_directory",
      withDirectory<smla::ext::setPackageKernelDirectory>, METH_VARARGS,
      "set_package_kernel_directory(path)\n\n"
-     "The package's kernels/ directory, used when SMLA_KERNEL_DIR is not set\n"
+     "The package's kernels/ directory, used when no kernel directory is set\n"
      "(smla._compiled.load sets it)."},
     {"add_kernel_directory", withDirectory<smla::ext::addKernelDirectory>,
      METH_VARARGS,
@@ -166,11 +233,23 @@ PyMethodDef methods[] = {
      "that CUDA device `device` runs its target; raises RuntimeError saying\n"
      "why not."},
     {"find_kernel", findKernel, METH_VARARGS,
-     "find_kernel(d, dt, heads, groups, lse_base_e, positions, dq_f32,\n"
-     "            dkv_f32) -> (found, config, why)\n\n"
-     "Whether some library has a bwd kernel for the configuration; `config`\n"
-     "is its smla-compile --config string, `why` (when not found) lists the\n"
-     "closest kernels and how to build it."},
+     "find_kernel(d, dt, heads, groups, positions, dq_f32, dkv_f32)\n"
+     "    -> (found, config, why)\n\n"
+     "Whether some library has a bwd kernel (base-2 lse) for the\n"
+     "configuration; `config` is its smla-compile --config string, `why`\n"
+     "(when not found) lists the closest kernels and how to build it."},
+    {"served_heads", servedHeads, METH_VARARGS,
+     "served_heads(d, dt, groups, positions, dq_f32, dkv_f32, most)\n"
+     "    -> list[int]\n\n"
+     "The head counts up to `most` that some library has a bwd kernel of the\n"
+     "configuration for (find_kernel's rule)."},
+    {"set_options", setOptions, METH_VARARGS,
+     "set_options(kernel_dir, walk, walk_period, walk_chunk_tokens,\n"
+     "            walk_l2_bytes, pairs, pairs_chunk, pairs_rows)\n\n"
+     "The settings the op reads (smla.config; smla/_compiled.py hands them\n"
+     "over): the kernel directory ('' for the package's), the walk, pairs\n"
+     "and pairs_rows as positions among their choices, -1 for unset\n"
+     "integers."},
     {"last_choice", lastChoice, METH_NOARGS,
      "last_choice() -> dict | None\n\n"
      "What the last sparse_mla_bwd call on this thread ran: 'kernel',\n"
@@ -180,8 +259,9 @@ PyMethodDef methods[] = {
 PyModuleDef moduleDef = {
     PyModuleDef_HEAD_INIT,
     "_C",
-    "smla's compiled extension: registers torch.ops.smla.sparse_mla_bwd.\n\n"
-    "Kernel directory: $SMLA_KERNEL_DIR, else the installed package's\n"
+    "smla's compiled extension: registers torch.ops.smla._launch_bwd, which\n"
+    "torch.ops.smla.sparse_mla_bwd (smla/_op.py) runs.\n\n"
+    "Kernel directory: smla.config.kernel_dir, else the installed package's\n"
     "kernels/ (see kernel_directory() and python/USAGE.md).",
     -1,
     methods,

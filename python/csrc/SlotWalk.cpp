@@ -15,7 +15,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,40 +22,6 @@
 #include <tuple>
 
 namespace smla::ext {
-
-std::string readEnvInt(const char *name, int64_t min, int64_t &out) {
-  out = -1;
-  const char *value = std::getenv(name);
-  if (value == nullptr || *value == '\0')
-    return "";
-  char *end = nullptr;
-  long long v = std::strtoll(value, &end, 10);
-  if (end == value || *end != '\0' || v < min || v > INT32_MAX)
-    return std::string("environment variable ") + name +
-           " must be an integer in [" + std::to_string(min) + ", 2^31), got '" +
-           value + "'";
-  out = v;
-  return "";
-}
-
-size_t readEnvChoice(const char *name,
-                     std::initializer_list<const char *> choices) {
-  const char *value = std::getenv(name);
-  std::string given = value != nullptr ? value : "";
-  if (given.empty())
-    return 0;
-  std::string expected;
-  size_t i = 0;
-  for (const char *choice : choices) {
-    if (given == choice)
-      return i;
-    expected += i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ";
-    expected += choice;
-    ++i;
-  }
-  TORCH_CHECK(false, kOpName, ": environment variable ", name, " must be ",
-              expected, ", got '", given, "'");
-}
 
 namespace {
 
@@ -182,25 +147,12 @@ bool isCapturing(cudaStream_t stream) {
          status != cudaStreamCaptureStatusNone;
 }
 
-WalkEnvironment readWalkEnvironment() {
-  WalkEnvironment env;
-  env.mode = static_cast<WalkEnvironment::Mode>(
-      readEnvChoice("SMLA_WALK", {"auto", "sorted", "given"}));
-  std::string wrong = readEnvInt("SMLA_WALK_PERIOD", 0, env.period);
-  if (wrong.empty())
-    wrong = readEnvInt("SMLA_WALK_CHUNK_TOKENS", 1, env.chunkTokens);
-  if (wrong.empty())
-    wrong = readEnvInt("SMLA_WALK_L2_BYTES", 1, env.l2Bytes);
-  TORCH_CHECK(wrong.empty(), kOpName, ": ", wrong);
-  return env;
-}
-
-SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
+SlotWalk chooseSlotWalk(const WalkOptions &env, const BwdArgs &args,
                         const BwdSizes &n, const runtime::KernelEntry &bwd) {
   SlotWalk walk;
   if (!takesParam(bwd, "walk_period"))
     return walk;
-  if (env.mode == WalkEnvironment::Given) {
+  if (env.mode == WalkOptions::Given) {
     // The given order, rotated only when SMLA_WALK_PERIOD asks for it.
     walk.period = static_cast<int32_t>(std::max<int64_t>(env.period, 0));
     return walk;
@@ -209,8 +161,8 @@ SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
   int64_t l2Bytes = env.l2Bytes > 0 ? env.l2Bytes : prop->l2CacheSize;
   int64_t resident =
       int64_t(prop->multiProcessorCount) * residentCtasPerSm(bwd, *prop);
-  bool sorted = env.mode == WalkEnvironment::Sorted;
-  if (env.mode == WalkEnvironment::Auto) {
+  bool sorted = env.mode == WalkOptions::Sorted;
+  if (env.mode == WalkOptions::Auto) {
     int64_t dkvBytes = n.S_kv * n.G * (n.D + n.Dt) * 4;
     sorted = dkvBytes > l2Bytes &&
              measuredSorted(args, n, std::min(n.T, resident), l2Bytes);

@@ -21,23 +21,24 @@
 // call's own indices on the device; a call uses the newest count that has
 // arrived, and waits only for the first of a key: device, K, G, H and
 // D + Dt, not T or S_kv, which change every micro-batch in packed training;
-// SMLA_WALK=given or sorted skips the count). Rows are sorted and launched in chunks of
+// walk=given or sorted skips the count). Rows are sorted and launched in chunks of
 // tokens (kSortWorkspaceBytes); the sort writes into the outputs' memory
 // where they hold it (SortSpace: no workspace), else into a workspace of
 // that bound.
 //
-// Environment (tuning and tests): SMLA_WALK=auto|sorted|given,
-// SMLA_WALK_PERIOD=<int> (0: no rotation; where the sorted walk runs, and
-// for the given order under SMLA_WALK=given), SMLA_WALK_CHUNK_TOKENS=<int>
-// (only where the sorted walk runs), SMLA_WALK_L2_BYTES=<int> (the L2 size
-// the auto choice assumes).
+// Settings (WalkOptions, Options.h; smla.config, tuning and tests):
+// walk = auto|sorted|given (SMLA_WALK), walk_period (0: no rotation; where
+// the sorted walk runs, and for the given order under walk=given),
+// walk_chunk_tokens (only where the sorted walk runs), walk_l2_bytes (the
+// L2 size the auto choice assumes).
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef SMLA_PYTHON_SLOTWALK_H
 #define SMLA_PYTHON_SLOTWALK_H
 
-#include "ArgumentChecks.h"
+#include "LaunchArgs.h"
+#include "Options.h"
 
 #include "smla/runtime/Manifest.h"
 
@@ -64,33 +65,11 @@ struct SlotWalk {
   int32_t period = 0;
 };
 
-/// The SMLA_WALK* environment variables; -1: unset.
-struct WalkEnvironment {
-  enum Mode { Auto, Sorted, Given } mode = Auto;
-  int64_t period = -1, chunkTokens = -1;
-  /// The L2 size the auto choice compares with (default: the device's).
-  int64_t l2Bytes = -1;
-};
-
-/// Reads the integer environment variable `name` into `out` (-1 when
-/// unset); returns what is wrong with it, or "" when it is fine.
-std::string readEnvInt(const char *name, int64_t min, int64_t &out);
-
-/// The position of the environment variable `name` among `choices`; 0
-/// (the first choice) when it is unset or empty. Any other value is an
-/// error that names the variable and the choices.
-size_t readEnvChoice(const char *name,
-                     std::initializer_list<const char *> choices);
-
 /// Whether `stream` is capturing a CUDA graph (nothing may synchronize).
 bool isCapturing(cudaStream_t stream);
 
-/// Reads and checks the environment (an error names the variable); the op
-/// calls it before it allocates or launches anything.
-WalkEnvironment readWalkEnvironment();
-
 /// How the bwd kernel `bwd` walks the slots of this call.
-SlotWalk chooseSlotWalk(const WalkEnvironment &env, const BwdArgs &args,
+SlotWalk chooseSlotWalk(const WalkOptions &env, const BwdArgs &args,
                         const BwdSizes &n, const runtime::KernelEntry &bwd);
 
 /// indices[t0:t1] with each row sorted ascending (invalid indices, < 0 or

@@ -4,30 +4,34 @@
 //
 //===----------------------------------------------------------------------===//
 //
-// CUDA: validate, allocate the outputs (dkv_accum fp32 zeroed), then on the
-// current stream
-//   1. the "bwd" kernel: dq in its compiled type, fp32 reductions into
+// smla::_launch_bwd, the private op that torch.ops.smla.sparse_mla_bwd
+// (smla/_op.py) runs on arguments it has checked and laid out (LaunchArgs.h):
+// base-2 lse, contiguous tensors, the heads of a library kernel. It
+// allocates the outputs (dkv_accum fp32 zeroed), then on the current stream
+//   1. Delta: the caller's `delta` when given (SparseMLA folds an lse
+//      gradient into it), else a "delta" kernel's rowsum(o * do) where the
+//      library has one, else none (a null `delta`: the bwd kernel computes
+//      it). A given delta needs a bwd kernel with a `delta` parameter;
+//   2. the "bwd" kernel: dq in its compiled type, fp32 reductions into
 //      dkv_accum, guard counters (on token pairs over aligned index rows
-//      when TokenPairs.h says so); Delta = rowsum(o * dout) is fused into it,
-//      so a given `delta` is refused unless the kernel takes a "delta"
-//      parameter (the Python API routes such calls to the reference); on
-//      row-sorted indices, chunk by chunk, when SlotWalk.h says so;
-//   2. dkv = dkv_accum cast to dkv_dtype: a "dkv_cast" kernel, else torch
+//      when TokenPairs.h says so, reading the same Delta as [T / 2, 2H]);
+//      on row-sorted indices, chunk by chunk, when SlotWalk.h says so;
+//   3. dkv = dkv_accum cast to dkv_dtype: a "dkv_cast" kernel, else torch
 //      (nothing to cast for fp32, which returns dkv_accum itself). The
 //      cast kernel counts dkv's non-finite rows (counters[3]; the bwd
 //      kernel counts dq's); for fp32 a count-only "dkv_cast" kernel does,
 //      where the library has one, else torch.
 // A bwd kernel always accumulates into fp32 dkv_accum, so one compiled for
-// dkv_type=bf16 also serves an fp32 dkv request and vice versa.
-// CPU: the same checks; a valid call fails with "must be a CUDA tensor", so
-// a wrong argument gets its own message even on a machine without a GPU.
-// Meta: shapes and dtypes only, for torch.compile and FakeTensor.
+// dkv_type=bf16 also serves an fp32 dkv request and vice versa. The op is
+// registered for CUDA only: the public op's one implementation answers
+// every other device, and its fake implementation serves torch.compile.
 //
 //===----------------------------------------------------------------------===//
 
-#include "ArgumentChecks.h"
 #include "KernelChoice.h"
 #include "KernelDirectory.h"
+#include "LaunchArgs.h"
+#include "Options.h"
 #include "SlotWalk.h"
 #include "TokenPairs.h"
 
@@ -49,7 +53,6 @@ using Outputs = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 // invalid_slots, dead_rows, clamped, nonfinite_rows (smla/contract.py)
 constexpr int64_t kNumCounters = 4;
 constexpr int64_t kNonFiniteRows = 3;
-constexpr double kLog2e = 1.4426950408889634;
 
 /// The tensors a kernel may read or write; undefined ones pass as null.
 struct KernelTensors {
@@ -143,8 +146,8 @@ bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
                  runtime::KernelLibrary &library,
                  const runtime::KernelEntry &pairBwd,
                  const runtime::KernelEntry &pairUnion,
-                 const PairsEnvironment &pairsEnv, const PairsTry &how,
-                 const WalkEnvironment &walkEnv, CUstream stream) {
+                 const PairsOptions &pairsEnv, const PairsTry &how,
+                 const WalkOptions &walkEnv, CUstream stream) {
   const int64_t pairs = n.T / 2;
   const int64_t inDq = pairsEnv.rowsInDq ? pairRowsInDq(t.dq, n.K) : 0;
   const int64_t width = inDq ? inDq : 2 * n.K;
@@ -195,11 +198,12 @@ bool launchPairs(const BwdArgs &args, const BwdSizes &n, KernelTensors &t,
 }
 
 /// The call's kernels for `config` (its bwd kernel already selected) on
-/// `args`, whose lse is in config's base.
+/// `args`.
 Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
                       const BwdConfig &config, const BwdSelection &selection,
-                      const WalkEnvironment &walkEnv,
-                      const PairsEnvironment &pairsEnv) {
+                      const OpOptions &options) {
+  const WalkOptions &walkEnv = options.walk;
+  const PairsOptions &pairsEnv = options.pairs;
   const bool hasPositions = config.positions;
   const bool castDkv = args.dkvDtype != at::kFloat;
   checkDeviceTarget(selection.library, args.q.get_device());
@@ -228,21 +232,22 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
   const CUstream stream =
       static_cast<CUstream>(at::cuda::getCurrentCUDAStream().stream());
 
-  const bool deltaGiven = args.delta.has_value() && args.delta->defined();
-  TORCH_CHECK(!deltaGiven || takesParam(bwd, "delta"), kOpName,
-              ": argument 'delta' is not supported by ", bwd.describe(),
-              ": it computes Delta = rowsum(o * dout) itself; pass delta=None "
-              "or use the reference backward");
-  if (takesParam(bwd, "delta")) {
-    if (deltaGiven) {
-      t.delta = *args.delta;
-    } else if (const runtime::KernelEntry *deltaKernel =
-                   library.match(makeRequest("delta", config))) {
+  // Delta: the caller's, else the library's delta kernel's, else null (the
+  // bwd kernel computes rowsum(o * do) itself).
+  const bool takesDelta = takesParam(bwd, "delta");
+  if (args.delta.has_value() && args.delta->defined()) {
+    TORCH_CHECK(takesDelta, kOpName, ": argument 'delta' cannot be passed to ",
+                bwd.describe(), ": the kernel library in '",
+                selection.library.directory,
+                "' predates the kernels' delta parameter; rebuild it "
+                "(python/USAGE.md, \"Kernels outside the library\")");
+    t.delta = *args.delta;
+  } else if (takesDelta) {
+    if (const runtime::KernelEntry *deltaKernel =
+            library.match(makeRequest("delta", config))) {
       t.delta = at::empty({n.T, n.H}, f32);
       library.launch(*deltaKernel, stream, sizes,
                      kernelParams(t, n, args.smScale));
-    } else {
-      t.delta = (args.o.to(at::kFloat) * args.dout.to(at::kFloat)).sum(-1);
     }
   }
 
@@ -280,11 +285,11 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
     return {t.dq, t.dkv, t.counters};
   };
 
-  // Key sharing (TokenPairs.h): token pairs over aligned rows.
-  const runtime::KernelEntry *pairBwd =
-      deltaGiven || takesParam(bwd, "delta")
-          ? nullptr
-          : findBwd(library, config, 2);
+  // Key sharing (TokenPairs.h): token pairs over aligned rows, reading the
+  // call's Delta (if any) as [T / 2, 2H].
+  const runtime::KernelEntry *pairBwd = findBwd(library, config, 2);
+  if (pairBwd && t.delta.defined() && !takesParam(*pairBwd, "delta"))
+    pairBwd = nullptr;
   const runtime::KernelEntry *pairUnion = nullptr;
   if (pairBwd) {
     runtime::KernelRequest request = makeRequest("pair_union", config);
@@ -343,18 +348,16 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
   return finish(t);
 }
 
-Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
-                         const at::Tensor &o, const at::Tensor &dout,
-                         const at::Tensor &indices, const at::Tensor &lse,
-                         double smScale, bool lseBaseE,
-                         const std::optional<at::Tensor> &qPositions,
-                         const std::optional<at::Tensor> &delta,
-                         at::ScalarType dqDtype, at::ScalarType dkvDtype) {
+Outputs launchBwd(const at::Tensor &q, const at::Tensor &kv,
+                  const at::Tensor &o, const at::Tensor &dout,
+                  const at::Tensor &indices, const at::Tensor &lse,
+                  double smScale, const std::optional<at::Tensor> &qPositions,
+                  const std::optional<at::Tensor> &delta,
+                  at::ScalarType dqDtype, at::ScalarType dkvDtype) {
   const BwdArgs args{q,          kv,    o,       dout,    indices, lse,
                      qPositions, delta, smScale, dqDtype, dkvDtype};
-  const BwdSizes n = checkBwdArgs(args, /*requireCuda=*/true);
-  const WalkEnvironment walkEnv = readWalkEnvironment();
-  const PairsEnvironment pairsEnv = readPairsEnvironment();
+  const BwdSizes n = launchSizes(args);
+  const OpOptions options = opOptions();
   const c10::cuda::CUDAGuard guard(q.device());
   lastChoice() = Choice{};
   if (n.T == 0)
@@ -366,82 +369,16 @@ Outputs sparseMlaBwdCuda(const at::Tensor &q, const at::Tensor &kv,
   at::globalContext().alertNotDeterministic("smla.sparse_mla_bwd");
   try {
     const bool hasPositions = qPositions.has_value() && qPositions->defined();
-    BwdConfig config{n, lseBaseE, hasPositions, dqDtype, dkvDtype};
-    if (lseBaseE) {
-      // A natural-log lse runs the base-2 kernels on lse * log2(e),
-      // converted once per row here (T x H floats): exp(s c - lse) =
-      // exp2(s c log2(e) - lse log2(e)), and a non-finite lse stays
-      // non-finite, so dead rows and the clamp are unchanged. The kernels'
-      // own conversion, per element of the step, cost 14% at H = 64
-      // (bench_bwd.py --shapes B1 --lse-e). Without a base-2 kernel for
-      // the configuration, the natural-log kernel takes lse as it is.
-      BwdConfig base2 = config;
-      base2.lseBaseE = false;
-      const BwdSelection selection = findInLibraries(base2, nullptr);
-      if (selection.bwd) {
-        const at::Tensor lse2 = at::mul(lse, kLog2e);
-        const BwdArgs args2{q,          kv,    o,       dout,    indices, lse2,
-                            qPositions, delta, smScale, dqDtype, dkvDtype};
-        return launchKernels(args2, n, base2, selection, walkEnv, pairsEnv);
-      }
-    }
-    return launchKernels(args, n, config, selectBwd(config), walkEnv,
-                         pairsEnv);
+    const BwdConfig config{n, hasPositions, dqDtype, dkvDtype};
+    return launchKernels(args, n, config, selectBwd(config), options);
   } catch (const runtime::Error &error) {
     TORCH_CHECK(false, error.what());
   }
-}
-
-Outputs sparseMlaBwdCpu(const at::Tensor &q, const at::Tensor &kv,
-                        const at::Tensor &o, const at::Tensor &dout,
-                        const at::Tensor &indices, const at::Tensor &lse,
-                        double smScale, bool lseBaseE,
-                        const std::optional<at::Tensor> &qPositions,
-                        const std::optional<at::Tensor> &delta,
-                        at::ScalarType dqDtype, at::ScalarType dkvDtype) {
-  const BwdArgs args{q,          kv,    o,       dout,    indices, lse,
-                     qPositions, delta, smScale, dqDtype, dkvDtype};
-  checkBwdArgs(args, /*requireCuda=*/true); // throws: q is not on CUDA
-  TORCH_CHECK(false, kOpName, ": argument 'q' must be a CUDA tensor");
-}
-
-bool hasSymbolicShape(const at::Tensor &t) {
-  return t.defined() && t.unsafeGetTensorImpl()->has_symbolic_sizes_strides();
-}
-
-Outputs sparseMlaBwdMeta(const at::Tensor &q, const at::Tensor &kv,
-                         const at::Tensor &o, const at::Tensor &dout,
-                         const at::Tensor &indices, const at::Tensor &lse,
-                         double smScale, bool lseBaseE,
-                         const std::optional<at::Tensor> &qPositions,
-                         const std::optional<at::Tensor> &delta,
-                         at::ScalarType dqDtype, at::ScalarType dkvDtype) {
-  // With dynamic shapes the checks would read concrete sizes (and add
-  // guards); they run again on the real call anyway.
-  bool symbolic = false;
-  for (const at::Tensor *t : {&q, &kv, &o, &dout, &indices, &lse})
-    symbolic = symbolic || hasSymbolicShape(*t);
-  if (!symbolic) {
-    const BwdArgs args{q,          kv,    o,       dout,    indices, lse,
-                       qPositions, delta, smScale, dqDtype, dkvDtype};
-    checkBwdArgs(args, /*requireCuda=*/false);
-  }
-  return {at::empty_symint(q.sym_sizes(), q.options().dtype(dqDtype)),
-          at::empty_symint(kv.sym_sizes(), kv.options().dtype(dkvDtype)),
-          at::empty({kNumCounters}, q.options().dtype(at::kLong))};
 }
 
 } // namespace
 } // namespace smla::ext
 
 TORCH_LIBRARY_IMPL(smla, CUDA, m) {
-  m.impl("sparse_mla_bwd", &smla::ext::sparseMlaBwdCuda);
-}
-
-TORCH_LIBRARY_IMPL(smla, CPU, m) {
-  m.impl("sparse_mla_bwd", &smla::ext::sparseMlaBwdCpu);
-}
-
-TORCH_LIBRARY_IMPL(smla, Meta, m) {
-  m.impl("sparse_mla_bwd", &smla::ext::sparseMlaBwdMeta);
+  m.impl("_launch_bwd", &smla::ext::launchBwd);
 }

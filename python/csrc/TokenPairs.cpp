@@ -13,7 +13,6 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,16 +61,6 @@ void decide(PairsHistory &history, double meanRatio) {
 }
 
 } // namespace
-
-PairsEnvironment readPairsEnvironment() {
-  PairsEnvironment env;
-  env.mode = static_cast<PairsMode>(
-      readEnvChoice("SMLA_PAIRS", {"auto", "on", "off"}));
-  std::string wrong = readEnvInt("SMLA_PAIRS_CHUNK", 1, env.chunk);
-  TORCH_CHECK(wrong.empty(), kOpName, ": ", wrong);
-  env.rowsInDq = readEnvChoice("SMLA_PAIRS_ROWS", {"dq", "workspace"}) == 0;
-  return env;
-}
 
 at::Tensor alignedPairRows(const at::Tensor &indices, int64_t S_kv,
                            int64_t &slots, bool &duplicate) {
@@ -196,7 +185,7 @@ int64_t pairRowsInDq(const at::Tensor &dq, int64_t K) {
   return bytes % int64_t(sizeof(int32_t)) == 0 && width >= 2 * K ? width : 0;
 }
 
-int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n,
+int64_t pairChunk(const PairsOptions &env, const BwdSizes &n,
                   bool rowsInDq) {
   const int64_t pairs = n.T / 2;
   if (env.chunk > 0)

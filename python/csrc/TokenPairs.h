@@ -47,18 +47,23 @@
 // tests' reference layout; it returns the union in ascending key order,
 // the kernel in the first row's order.
 //
-// Environment: SMLA_PAIRS=auto|on|off (on: whenever possible, however
-// long the union; a call that cannot is an error saying why),
-// SMLA_PAIRS_CHUNK=<pairs per launch> (tests), SMLA_PAIRS_ROWS=dq|
-// workspace (workspace: the rows in a workspace even where dq holds them;
-// for tests and measurements).
+// Settings (PairsOptions, Options.h; smla.config): pairs = auto|on|off
+// (SMLA_PAIRS; on: whenever possible, however long the union; a call that
+// cannot is an error saying why), pairs_chunk (pairs per launch; tests),
+// pairs_rows = dq|workspace (workspace: the rows in a workspace even where
+// dq holds them; for tests and measurements).
+//
+// A given Delta (the bwd kernels' `delta` parameter, [T, H] fp32) is the
+// same memory as the pair kernel's [T / 2, 2H] rows: token 2p's H values,
+// then token 2p + 1's, so the pair kernel takes the same pointer.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef SMLA_PYTHON_TOKENPAIRS_H
 #define SMLA_PYTHON_TOKENPAIRS_H
 
-#include "ArgumentChecks.h"
+#include "LaunchArgs.h"
+#include "Options.h"
 
 #include <ATen/core/Tensor.h>
 
@@ -71,19 +76,6 @@ namespace smla::ext {
 /// slots against 15.3 ms, i.e. it pays while the union stays under ~1.4 K;
 /// the build costs on top.
 inline constexpr double kMaxUnionRatio = 1.35;
-
-enum class PairsMode { Auto, On, Off };
-
-/// SMLA_PAIRS, SMLA_PAIRS_CHUNK (pairs per launch; -1: unset) and
-/// SMLA_PAIRS_ROWS (false: workspace).
-struct PairsEnvironment {
-  PairsMode mode = PairsMode::Auto;
-  int64_t chunk = -1;
-  bool rowsInDq = true;
-};
-
-/// Reads and checks the environment (an error names the variable).
-PairsEnvironment readPairsEnvironment();
 
 /// How a call measures the union of its pairs (SMLA_PAIRS=auto): not at
 /// all, on the first chunk with a read-back (a key not measured yet), or
@@ -100,7 +92,7 @@ struct PairsTry {
 };
 
 /// `available` says the library has the tokens = 2 kernel and its
-/// pair-union kernel for the call. Under SMLA_PAIRS=on a call that cannot
+/// pair-union kernel for the call. Under pairs=on a call that cannot
 /// run on pairs is an error saying why.
 PairsTry tryTokenPairs(PairsMode mode, const BwdArgs &args, const BwdSizes &n,
                        bool available);
@@ -128,8 +120,8 @@ int64_t pairRowsInDq(const at::Tensor &dq, int64_t K);
 
 /// Pairs per launch: all of them for rows in dq; in a workspace, the rows
 /// a chunk builds (2K slots per token) stay within kPairRowsBytes, in
-/// chunks of equal size, at least one pair. SMLA_PAIRS_CHUNK overrides.
-int64_t pairChunk(const PairsEnvironment &env, const BwdSizes &n,
+/// chunks of equal size, at least one pair. pairs_chunk overrides.
+int64_t pairChunk(const PairsOptions &env, const BwdSizes &n,
                   bool rowsInDq);
 
 /// The slots past K that the pair kernel of `block`-slot blocks walked

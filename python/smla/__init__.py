@@ -13,8 +13,10 @@ sparse_mla_bwd(q, kv, o, do, indices, lse, sm_scale=None, is_casual=True,
     [T,H,D] bf16, indices [T,G,K] int32, lse [T,H] fp32 (base 2 by default,
     lse_base="e" for natural), q_positions [T] int32 (absolute positions for
     CP shards / packed sequences). sm_scale defaults to (D+Dt)**-0.5.
-    mode: "compiled" | "checked" | "reference" (default: $SMLA_MODE, else
-    compiled for CUDA inputs when the extension is built, else reference).
+    mode: "compiled" | "checked" | "reference" (default: smla.config.mode,
+    SMLA_MODE, else compiled for CUDA inputs when the compiled backward can
+    run there, else reference). Any H from 1 to 128 (G = 1) runs on the
+    kernels; a gradient into lse (SparseMLA) is passed to them as delta.
 
 SparseMLA.apply(q, kv, indices, scaling[, d_v, q_positions]) -> (out, lse)
     The autograd Function of Slime's GLM-5 plugin with this backward;
@@ -29,6 +31,11 @@ stats() / reset_stats()
     repairs and spot checks (smla.stats). Repairs are logged through
     logging.getLogger("smla").
 
+config / configure(**settings) / reload_config()
+    The settings, one per SMLA_* environment variable (smla.config.walk is
+    SMLA_WALK), read at import and on reload_config(); configure() changes
+    them for this process and returns the previous ones.
+
 check_lse(q, kv, indices, lse, sm_scale, lse_base, *, q_positions=None)
     Recomputes the lse of a few rows; raises LseBaseMismatchError naming
     lse_base when lse is in the other base (checked mode runs it too).
@@ -40,6 +47,7 @@ run on it and the cache; ``logging.getLogger("smla")`` at DEBUG reports the
 kernel, token pairing and slot walk each new shape runs.
 """
 
+from ._config import config, configure, reload_config
 from ._log import SmlaSlowPathWarning
 from ._version import __version__
 from .api import MODES, resolve_mode, sparse_mla_bwd
@@ -56,7 +64,8 @@ __all__ = [
     "COUNTER_NAMES", "DumpError", "EXP2_CLAMP", "LOG2E", "LseBaseMismatchError", "MODES",
     "NonFiniteInputError", "NonFiniteOutputError", "OutputMismatchError",
     "SmlaSlowPathWarning", "SparseMLA", "__version__", "check_finite", "check_lse",
-    "dump_call", "flop_count", "get_forward", "load_call", "reset_stats", "resolve_mode",
+    "config", "configure", "dump_call", "flop_count", "get_forward", "load_call",
+    "reload_config", "reset_stats", "resolve_mode",
     "set_backward_mode", "set_forward", "slot_validity", "sparse_mla_bwd",
     "sparse_mla_bwd_reference", "sparse_mla_fwd_reference", "stats",
 ]

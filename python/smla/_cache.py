@@ -2,7 +2,8 @@
 the installed torch (smla._extension) and kernels compiled on first use
 (smla._library).
 
-``SMLA_CACHE_DIR``, else ``$XDG_CACHE_HOME/smla``, else ``~/.cache/smla``.
+``smla.config.cache_dir``: SMLA_CACHE_DIR, else ``$XDG_CACHE_HOME/smla``, else
+``~/.cache/smla``, as read at import (smla._config).
 Every entry is built in a private directory and published with one rename,
 so any number of processes (the ranks of a job, on one node or on a shared
 file system) may use one cache: a reader sees a whole entry or none. A lock
@@ -20,16 +21,13 @@ import shutil
 import tempfile
 import time
 
+from . import _config
 from ._log import logger
 
 
 def cache_dir() -> str:
     """The cache root (not created here)."""
-    root = os.environ.get("SMLA_CACHE_DIR")
-    if not root:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = os.path.join(base, "smla")
-    return os.path.abspath(root)
+    return _config.get("cache_dir")
 
 
 def entry_path(*parts: str) -> str:

@@ -1,20 +1,13 @@
-"""Bridge to the compiled kernels (the C++ extension ``smla._C``).
+"""The compiled backward: the C++ extension ``smla._C`` and its op.
 
-The extension registers one operator (TORCH_LIBRARY(smla, m)) with this
-schema; the Python side calls it positionally:
-
-    smla::sparse_mla_bwd(Tensor q, Tensor kv, Tensor o, Tensor dout,
-                         Tensor indices, Tensor lse, float sm_scale,
-                         bool lse_base_e, Tensor? q_positions, Tensor? delta,
-                         ScalarType dq_dtype, ScalarType dkv_dtype)
-        -> (Tensor dq, Tensor dkv, Tensor counters)
-
-``counters`` is an int64 tensor of shape [4] on the device, in the order of
-smla.contract.COUNTER_NAMES (invalid_slots, dead_rows, clamped,
-nonfinite_rows). Arguments are
-validated in Python (smla.checks) before the call. If the extension does not
-register a fake (meta) implementation, one is registered here so that
-torch.compile can trace calls.
+``torch.ops.smla.sparse_mla_bwd`` is defined by smla._op (the schema, the
+argument checks, the head padding, the fake implementation); smla._C
+registers the private launch op ``smla::_launch_bwd`` it calls
+(python/csrc/SparseMlaBwd.cpp) and ``smla::aligned_pair_rows``. This
+module loads smla._C (building it against the installed torch on first
+use, smla._extension), hands it the settings of smla.config that the C++
+op reads (kernel directory, slot walk, token pairs) whenever they change,
+and says whether the compiled backward can run on a device.
 """
 
 from __future__ import annotations
@@ -27,16 +20,12 @@ from typing import Dict, Optional, Tuple
 
 import torch
 
-from . import _extension, _library
+from . import _config, _extension, _op
 from ._log import logger
 from .contract import COUNTER_NAMES, normalize_lse_base
 
-OP_NAME = "smla::sparse_mla_bwd"
-OP_SCHEMA = (
-    "sparse_mla_bwd(Tensor q, Tensor kv, Tensor o, Tensor dout, Tensor indices, "
-    "Tensor lse, float sm_scale, bool lse_base_e, Tensor? q_positions, Tensor? delta, "
-    "ScalarType dq_dtype, ScalarType dkv_dtype) -> (Tensor dq, Tensor dkv, Tensor counters)"
-)
+OP_NAME = _op.OP_NAME
+OP_SCHEMA = _op.OP_SCHEMA
 
 PACKAGE_KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
 
@@ -44,32 +33,23 @@ _loaded = False
 _load_error: Optional[BaseException] = None
 # One import (and, on first use, one build) per process, whatever the threads.
 _load_lock = threading.Lock()
-# Why the compiled path cannot run, per (SMLA_KERNEL_DIR, device index).
-_reasons: Dict[Tuple[str, int], Optional[str]] = {}
+# Why the compiled path cannot run, per (kernel directory, device index).
+_reasons: Dict[Tuple[Optional[str], int], Optional[str]] = {}
 
 
-def _register_fake() -> None:
-    def fake(q, kv, o, dout, indices, lse, sm_scale, lse_base_e, q_positions, delta,
-             dq_dtype, dkv_dtype):
-        return (
-            q.new_empty(q.shape, dtype=dq_dtype),
-            kv.new_empty(kv.shape, dtype=dkv_dtype),
-            q.new_empty((len(COUNTER_NAMES),), dtype=torch.int64),
-        )
+def _push_settings(module, values) -> None:
+    """Hands smla._C the settings its op reads (smla._config): the kernel
+    directory ("" for the package's) and the walk and pair settings, as
+    their positions among the choices, -1 for unset integers."""
+    def number(v):
+        return -1 if v is None else int(v)
 
-    try:
-        # smla._C registers a C++ Meta kernel (which also checks the
-        # arguments); a Python fake registered now would silently replace it.
-        if torch._C._dispatch_has_kernel_for_dispatch_key(OP_NAME, "Meta"):
-            return
-    except AttributeError:  # a torch without this private query
-        pass
-    try:
-        torch.library.register_fake(OP_NAME, fake)
-    except Exception:  # noqa: BLE001
-        # The extension registered its own Meta/fake kernel (the error type
-        # varies across torch versions); eager use must not depend on this.
-        pass
+    module.set_options(
+        values["kernel_dir"] or "",
+        _config.WALKS.index(values["walk"]), number(values["walk_period"]),
+        number(values["walk_chunk_tokens"]), number(values["walk_l2_bytes"]),
+        _config.PAIRS.index(values["pairs"]), number(values["pairs_chunk"]),
+        _config.PAIRS_ROWS.index(values["pairs_rows"]))
 
 
 def load():
@@ -89,10 +69,10 @@ def _load_locked():
     if _load_error is None:
         try:
             module = _extension.load()
-            if not hasattr(torch.ops.smla, "sparse_mla_bwd"):
-                raise ImportError("smla._C did not register torch.ops.smla.sparse_mla_bwd")
+            if not hasattr(torch.ops.smla, "_launch_bwd"):
+                raise ImportError("smla._C did not register torch.ops.smla._launch_bwd")
             module.set_package_kernel_directory(PACKAGE_KERNELS)
-            _register_fake()
+            _config.listen(lambda values: _push_settings(module, values))
             _loaded = True
             return module
         except ImportError as exc:
@@ -120,9 +100,9 @@ def unavailable_reason(device=None) -> Optional[str]:
     index or torch.device; None: the current device when CUDA is available),
     or None when it can: the extension loads, the kernel library opens, and
     the device runs the library's target. Remembered per device and
-    SMLA_KERNEL_DIR."""
+    kernel directory (smla.config.kernel_dir)."""
     index = _device_index(device)
-    key = (os.environ.get("SMLA_KERNEL_DIR", ""), index)
+    key = (_config.get("kernel_dir"), index)
     if key in _reasons:
         return _reasons[key]
     try:
@@ -152,44 +132,38 @@ def sparse_mla_bwd(
     q, kv, o, do, indices, lse, *, sm_scale: float, lse_base, q_positions=None,
     delta=None, dq_dtype: torch.dtype, dkv_dtype: torch.dtype,
 ):
-    """Run the compiled backward. Returns (dq, dkv, counters int64[4])."""
-    module = load()
-    lse_e = normalize_lse_base(lse_base) == "e"
-    if not torch.compiler.is_compiling():
-        _library.ensure_kernel(module, o.shape[-1], q.shape[-1] - o.shape[-1], q.shape[-2],
-                               kv.shape[-2], lse_e, q_positions is not None,
-                               dq_dtype == torch.float32, dkv_dtype == torch.float32)
-    out = torch.ops.smla.sparse_mla_bwd(
-        q, kv, o, do, indices, lse, float(sm_scale), lse_e, q_positions, delta, dq_dtype,
-        dkv_dtype,
+    """Run the compiled backward (torch.ops.smla.sparse_mla_bwd). Returns
+    (dq, dkv, counters int64[4])."""
+    return torch.ops.smla.sparse_mla_bwd(
+        q, kv, o, do, indices, lse, float(sm_scale), normalize_lse_base(lse_base) == "e",
+        q_positions, delta, dq_dtype, dkv_dtype,
     )
-    if not torch.compiler.is_compiling() and logger.isEnabledFor(logging.DEBUG):
-        _log_choice(module, q, kv, indices, lse_e, q_positions, dq_dtype, dkv_dtype)
-    return out
 
 
 # The last choice logged per configuration (shapes but T and S_kv).
 _logged: Dict[Tuple, Tuple] = {}
 
 
-def _log_choice(module, q, kv, indices, lse_e, q_positions, dq_dtype, dkv_dtype) -> None:
-    """Logs at DEBUG what a call ran, when its configuration is new or its
-    choice differs from the last one logged for it."""
+def log_choice(module, dims, heads: int, lse_e: bool, positions: bool, dq_dtype,
+               dkv_dtype) -> None:
+    """Logs at DEBUG what a call ran (smla._C's record of its last call on
+    this thread), when its configuration is new or its choice differs from
+    the last one logged for it."""
     choice = module.last_choice()
     if choice is None:
         return
-    key = (tuple(q.shape[1:]), tuple(kv.shape[1:]), indices.shape[-1], lse_e,
-           q_positions is not None, dq_dtype, dkv_dtype)
+    key = (dims.H, dims.G, dims.K, dims.D, dims.Dt, lse_e, positions, dq_dtype, dkv_dtype)
     seen = (choice["kernel"], choice["pairs"], choice["walk"])
     if _logged.get(key) == seen:
         return
     _logged[key] = seen
+    how = "its own heads" if heads == dims.H else \
+        f"{heads - dims.H} padded heads (the {heads}-head kernel)"
     logger.debug("smla: sparse_mla_bwd T=%d S_kv=%d H=%d G=%d K=%d D+Dt=%d lse=%s "
-                 "positions=%s dq=%s dkv=%s: kernel %s (%s), %s, walk %s",
-                 q.shape[0], kv.shape[0], q.shape[1], kv.shape[1], indices.shape[-1],
-                 q.shape[-1], "e" if lse_e else "2", q_positions is not None, dq_dtype,
-                 dkv_dtype, choice["kernel"], choice["directory"], choice["pairs"],
-                 choice["walk"])
+                 "positions=%s dq=%s dkv=%s: kernel %s (%s) on %s, %s, walk %s",
+                 dims.T, dims.S_kv, dims.H, dims.G, dims.K, dims.D + dims.Dt,
+                 "e" if lse_e else "2", positions, dq_dtype, dkv_dtype, choice["kernel"],
+                 choice["directory"], how, choice["pairs"], choice["walk"])
 
 
 def aligned_pair_rows(indices: torch.Tensor, s_kv: int):

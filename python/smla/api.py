@@ -21,7 +21,8 @@ sm_scale=scaling)`` (slime_plugins/models/glm5/ops/sparse_mla.py):
 * return_kernel: accepted by TileLang's wrapper and ignored; only False is
   accepted here (there is no kernel object to return).
 * delta: optional precomputed Delta = sum(o*do, -1), fp32 [T, H]
-  ([B, T, H] batched); when None it is computed from o and do.
+  ([B, T, H] batched); when None it is computed from o and do. Every mode
+  takes it (SparseMLA folds a gradient into lse into it).
 * lse is base 2 (TileLang/Slime) by default; ``lse_base="e"`` for a natural
   log-sum-exp (FlashMLA, cuDNN).
 * dq/dkv default to the dtype of q/kv (bf16 in the contract); fp32 on request.
@@ -29,23 +30,24 @@ sm_scale=scaling)`` (slime_plugins/models/glm5/ops/sparse_mla.py):
 
 Modes: "compiled" (the CUDA kernels via torch.ops.smla.sparse_mla_bwd),
 "checked" (compiled + input checks + granular repair, see smla.checked),
-"reference" (smla.reference, any device). ``mode=None`` reads the environment
-variable SMLA_MODE; if that is unset it picks "compiled" when q is a CUDA
-tensor and the compiled backward can run on its device
+"reference" (smla.reference, any device). ``mode=None`` takes
+smla.config.mode (SMLA_MODE); if that is unset it picks "compiled" when q
+is a CUDA tensor and the compiled backward can run on its device
 (smla._compiled.unavailable_reason), otherwise "reference"; a CUDA tensor
 that falls back to the reference this way gets an SmlaSlowPathWarning,
 once per process, saying why.
+
+Arguments are checked by smla.checks, the rules the op applies too;
+strided tensors are accepted in every mode.
 """
 
 from __future__ import annotations
 
-import os
-import warnings
 from typing import Optional
 
 import torch
 
-from . import _compiled, checked, stats
+from . import _compiled, _config, checked, stats
 from ._log import warn_once
 from .checks import validate_bwd_args
 from .contract import COUNTER_NAMES, default_sm_scale, normalize_lse_base
@@ -54,18 +56,13 @@ from .reference import sparse_mla_bwd_reference
 MODES = ("compiled", "checked", "reference")
 
 
-class SmlaDeltaFallback(UserWarning):
-    """A call with an explicit delta ran the reference instead of the kernels."""
-
 _CTX = "smla.sparse_mla_bwd"
 
 
 def resolve_mode(mode: Optional[str], q) -> str:
     """The mode a call runs in (see the module docstring)."""
-    source = "argument 'mode'"
     if mode is None:
-        mode = os.environ.get("SMLA_MODE") or None
-        source = "environment variable SMLA_MODE"
+        mode = _config.get("mode")
     if mode is None:
         if not (isinstance(q, torch.Tensor) and q.is_cuda):
             return "reference"
@@ -81,7 +78,8 @@ def resolve_mode(mode: Optional[str], q) -> str:
         return "reference"
     if mode not in MODES:
         raise ValueError(
-            f"{_CTX}: {source} must be one of {', '.join(repr(m) for m in MODES)}, got {mode!r}"
+            f"{_CTX}: argument 'mode' must be one of {', '.join(repr(m) for m in MODES)}, "
+            f"got {mode!r}"
         )
     return mode
 
@@ -113,19 +111,9 @@ def sparse_mla_bwd(
         return _batched(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions,
                         dq_dtype, dkv_dtype, diagnostics, mode)
     mode = resolve_mode(mode, q)
-    if delta is not None and mode != "reference":
-        # The compiled kernels fuse Delta = rowsum(o * do) and cannot take
-        # another one (SparseMLA folds a gradient into lse into delta): such a
-        # call is computed by the reference, correct but slower.
-        warnings.warn(
-            f"{_CTX}: argument 'delta' is not supported by the compiled kernels "
-            f"(mode {mode!r}); this call runs the reference backward", SmlaDeltaFallback,
-            stacklevel=2)
-        mode = "reference"
     validate_bwd_args(
         q, kv, o, do, indices, lse, q_positions=q_positions, delta=delta, sm_scale=sm_scale,
-        lse_base=lse_base, dq_dtype=dq_dtype, dkv_dtype=dkv_dtype,
-        strict=mode != "reference", mode_name=mode,
+        lse_base=lse_base, dq_dtype=dq_dtype, dkv_dtype=dkv_dtype, strict=mode != "reference",
     )
     scale = default_sm_scale(q.shape[-1]) if sm_scale is None else float(sm_scale)
     lse_base = normalize_lse_base(lse_base)

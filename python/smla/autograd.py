@@ -16,7 +16,9 @@ forward (base 2, d_v 512); on CUDA tensors it warns once per process
 (SmlaSlowPathWarning) that a faster forward should be registered.
 
 A gradient flowing into lse is supported: since d(lse_e)/ds = P*scale, it is
-folded into Delta (delta' = Delta - c*grad_lse, c = log2(e) for a base-2 lse).
+folded into Delta (delta' = Delta - c*grad_lse, c = log2(e) for a base-2 lse),
+which every mode of the backward takes (the compiled kernels read it in
+place of their own rowsum(o * do)).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import torch
 
 from ._log import warn_once
 from .api import resolve_mode, sparse_mla_bwd
+from .checks import kernel_layout
 from .contract import LOG2E, normalize_lse_base
 from .reference import sparse_mla_fwd_reference
 
@@ -89,7 +92,10 @@ class SparseMLA(torch.autograd.Function):
         spec = _forward
         if q.is_cuda and getattr(spec.fn, "smla_reference", False):
             warn_once("reference-forward", _REFERENCE_FORWARD_MESSAGE)
-        q, kv, indices = q.contiguous(), kv.contiguous(), indices.contiguous()
+        # The registered forward's kernels read contiguous tensors: one
+        # logged copy of an argument that is not (the backward takes any).
+        q, kv, indices = (kernel_layout(name, t, "smla.SparseMLA")
+                          for name, t in (("q", q), ("kv", kv), ("indices", indices)))
         d_v = spec.d_v if d_v is None else int(d_v)
         if q_positions is None:
             out, lse = spec.fn(q, kv, indices, scaling, d_v=d_v)
@@ -114,7 +120,7 @@ class SparseMLA(torch.autograd.Function):
                                                                                  device=lse.device))
             delta = ((out.to(stat) * grad_output.to(stat)).sum(-1) - c * g).contiguous()
         dq, dkv = sparse_mla_bwd(
-            q, kv, out, grad_output.contiguous(), indices, lse, sm_scale=ctx.scaling,
+            q, kv, out, grad_output, indices, lse, sm_scale=ctx.scaling,
             delta=delta, lse_base=ctx.lse_base, q_positions=q_positions, mode=_backward_mode,
         )
         return dq, dkv, None, None, None, None

@@ -6,7 +6,7 @@ and a granular repair.
    bug, not something to repair).
 2. The lse of a few rows is recomputed (smla.check_lse): an lse in the
    other base than ``lse_base`` raises LseBaseMismatchError (on by default,
-   ``configure(lse_tokens=0)`` turns it off).
+   ``smla.configure(check_lse=0)`` or SMLA_CHECK_LSE=0 turns it off).
 3. The compiled backward runs.
 4. Query tokens whose dq row is non-finite, and tokens whose valid slots touch
    a non-finite dkv row, are "bad" (the kernel counts those rows itself:
@@ -22,11 +22,11 @@ and a granular repair.
    redone in float64; if even that is not finite in the output dtype,
    NonFiniteOutputError says so (docs/validation.md, "Extreme
    magnitudes"). Every repair is logged through logging.getLogger("smla")
-   (rate-limited, with running totals) and counted in smla.stats(). If the
-   environment variable SMLA_DUMP_DIR is set, the call and the compiled
+   (rate-limited, with running totals) and counted in smla.stats(). If
+   smla.config.dump_dir (SMLA_DUMP_DIR) is set, the call and the compiled
    outputs are dumped there first, within the directory's caps
    (smla.dump.dump_to_dir), ready for ``python -m smla.replay``.
-6. Optionally (``configure(agreement_tokens=N)`` or SMLA_CHECK_AGREEMENT=N),
+6. Optionally (``smla.configure(check_agreement=N)`` or SMLA_CHECK_AGREEMENT=N),
    the dq rows of N random tokens and N of the dkv rows they select are
    compared with the reference: finite but wrong outputs raise
    OutputMismatchError.
@@ -39,16 +39,15 @@ the repair path can be exercised on CPU with the reference as the backend.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from typing import Callable, NamedTuple, Optional
 
 import torch
 
-from . import _compiled, stats
+from . import _compiled, _config, stats
 from .checks import check_finite
 from .contract import nonfinite_row_mask, slot_validity
-from .dump import _env_int, dump_to_dir
+from .dump import dump_to_dir
 from .reference import sparse_mla_bwd_reference
 from .spot_checks import LseBaseMismatchError, check_agreement, check_lse
 
@@ -64,44 +63,16 @@ class Settings(NamedTuple):
     agreement_tokens: int    # tokens (and dkv rows) check_agreement samples (0: off)
 
 
-_settings_lock = threading.Lock()
-_settings: Optional[Settings] = None
+_agreement_lock = threading.Lock()
 _agreement_calls = 0
 repair_log = stats.RateLimitedLog(stats.logger)
 
 
 def settings() -> Settings:
-    """The current settings: configure()'s, else the environment variables
-    SMLA_CHECK_LSE (default 4) and SMLA_CHECK_AGREEMENT (default 0)."""
-    with _settings_lock:
-        if _settings is not None:
-            return _settings
-    return Settings(_env_int("SMLA_CHECK_LSE", 4), _env_int("SMLA_CHECK_AGREEMENT", 0))
-
-
-def configure(*, lse_tokens: Optional[int] = None,
-              agreement_tokens: Optional[int] = None) -> Settings:
-    """Set checked mode's spot checks for this process; arguments left None
-    keep their value. Returns the previous settings."""
-    global _settings
-    prev = settings()
-    new = prev._replace(**{k: int(v) for k, v in (("lse_tokens", lse_tokens),
-                                                  ("agreement_tokens", agreement_tokens))
-                           if v is not None})
-    for name, value in zip(new._fields, new):
-        if value < 0:
-            raise ValueError(f"smla.checked.configure: argument '{name}' must be >= 0, "
-                             f"got {value}")
-    with _settings_lock:
-        _settings = new
-    return prev
-
-
-def reset_configuration() -> None:
-    """Back to the environment variables' settings."""
-    global _settings
-    with _settings_lock:
-        _settings = None
+    """The spot checks in force: smla.config.check_lse (SMLA_CHECK_LSE,
+    default 4) and smla.config.check_agreement (SMLA_CHECK_AGREEMENT,
+    default 0)."""
+    return Settings(_config.get("check_lse"), _config.get("check_agreement"))
 
 
 def _run(backend, call: int, q, kv, o, do, indices, lse, kw):
@@ -221,7 +192,7 @@ def checked_sparse_mla_bwd(
         _agreement(q, kv, o, do, indices, lse, dq, dkv, kw, cfg)
         return dq, dkv, counters
 
-    dump_dir = os.environ.get("SMLA_DUMP_DIR")
+    dump_dir = _config.get("dump_dir")
     dumped = None
     if dump_dir:
         dumped = dump_to_dir(dump_dir, q, kv, o, do, indices, lse, **kw, observed_dq=dq,
@@ -241,8 +212,8 @@ def checked_sparse_mla_bwd(
     totals = stats.record(repaired_calls=1, repaired_tokens=int(rows.numel()))
     if dump_dir:
         notes.append(f"dumped the call to {dumped}" if dumped else
-                     f"not dumped: {dump_dir} is at its cap (SMLA_DUMP_MAX_FILES / "
-                     "SMLA_DUMP_MAX_BYTES)")
+                     f"not dumped: {dump_dir} is at its cap (smla.config.dump_max_files / "
+                     "dump_max_bytes: SMLA_DUMP_MAX_FILES / SMLA_DUMP_MAX_BYTES)")
     repair_log.event(
         logging.WARNING,
         f"smla checked mode: the compiled backward returned {int(dq_bad.sum())} non-finite dq "
@@ -261,7 +232,7 @@ def _agreement(q, kv, o, do, indices, lse, dq, dkv, kw, cfg):
     if not cfg.agreement_tokens:
         return
     global _agreement_calls
-    with _settings_lock:
+    with _agreement_lock:
         _agreement_calls += 1
         seed = _agreement_calls
     try:

@@ -1,28 +1,46 @@
-"""Argument validation for smla.sparse_mla_bwd (and the dump loader).
+"""The one set of argument rules of the sparse-MLA backward.
 
-Every failure names the argument, what was expected and what was given, e.g.
-``smla.sparse_mla_bwd: argument 'indices' must have dtype torch.int32, got
-torch.int64``. Type and dtype problems raise TypeError; shape, device, layout
-and configuration problems raise ValueError.
+Every entry point applies them alike: smla.sparse_mla_bwd in every mode,
+a direct torch.ops.smla.sparse_mla_bwd call (real and fake tensors) and
+the dump loader. Each failure names the argument, what was expected and
+what was given, e.g. ``smla.sparse_mla_bwd: argument 'indices' must have
+dtype torch.int32, got torch.int64``. A dtype (of a tensor, or a dtype
+argument) that does not fit raises TypeError, as does an argument of the
+wrong type; shapes, sizes, devices and values raise ValueError.
 
-Two strictness levels:
-* strict (modes "compiled" and "checked"): the kernel contract exactly: bf16
-  q/kv/o/do, fp32 lse/delta, CUDA tensors, contiguous.
-* relaxed (mode "reference"): any device (all on one), any layout, and q may
-  be any floating dtype that kv/o/do share; lse/delta fp32 or fp64.
+Two rule sets, one function:
+* the kernels' (``strict=True``: modes "compiled" and "checked", and the
+  op): bf16 q/kv/o/do, fp32 lse/delta, bf16 or fp32 outputs, sizes T,
+  S_kv and K below 2^31 (the kernels take int32 sizes), and a CUDA q
+  (checked last, so that every other rule is exercised on a CPU);
+* the reference's (``strict=False``): any device (all on q's), q of any
+  floating dtype that kv/o/do share, lse/delta fp32 or fp64.
+
+Layout is not a rule: every entry point accepts strided tensors. The
+reference computes on any layout; the op hands the kernels a contiguous,
+16-byte aligned copy of an argument that is not, one copy per such
+argument, logged at DEBUG (``kernel_layout``; python/USAGE.md, "Strided
+inputs").
 """
 
 from __future__ import annotations
 
+import logging
 from numbers import Real
 from typing import NamedTuple, Optional
 
 import torch
 
+from ._log import logger
 from .contract import normalize_lse_base, sm_scale_error, sm_scale_fits_float32
 
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 STRICT_OUT_DTYPES = (torch.bfloat16, torch.float32)
+# The kernels take T, S_kv and K as 32-bit integers.
+INT32_MAX = 2 ** 31 - 1
+# The kernels read q, kv, o and do with 16-byte vector loads (cp.async).
+KERNEL_ALIGNMENT = 16
+CONTEXT = "smla.sparse_mla_bwd"
 
 
 class NonFiniteInputError(ValueError):
@@ -37,6 +55,13 @@ class Dims(NamedTuple):
     S_kv: int
     D: int
     Dt: int
+
+
+def _is_concrete(*tensors) -> bool:
+    """Whether every size of `tensors` is a plain int (not a symbolic size
+    of a torch.compile trace with dynamic shapes: checking those would
+    specialise the trace; the real call checks them)."""
+    return all(isinstance(s, int) for t in tensors if t is not None for s in t.shape)
 
 
 class _Checker:
@@ -90,11 +115,13 @@ def validate_bwd_args(
     dq_dtype=None,
     dkv_dtype=None,
     strict: bool = True,
-    mode_name: str = "compiled",
-    context: str = "smla.sparse_mla_bwd",
+    require_cuda: bool = True,
+    context: str = CONTEXT,
     noun: str = "argument",
-) -> Dims:
-    """Validate backward arguments; return the problem sizes."""
+) -> Optional[Dims]:
+    """Checks the backward's arguments by the rules above (``strict``: the
+    kernels'; ``require_cuda`` False for meta and fake tensors, which have
+    no data); returns the problem sizes (None for symbolic sizes)."""
     c = _Checker(context, noun)
     c.tensor("q", q, 3, "[T, H, D+Dt]")
     c.tensor("kv", kv, 3, "[S_kv, G, D+Dt]")
@@ -123,28 +150,22 @@ def validate_bwd_args(
         c.dtype("delta", delta, stat_dtypes)
     if q_positions is not None:
         c.dtype("q_positions", q_positions, (torch.int32,))
+    out_allowed = STRICT_OUT_DTYPES if strict else FLOAT_DTYPES
+    for name, dt in (("dq_dtype", dq_dtype), ("dkv_dtype", dkv_dtype)):
+        if dt is not None and dt not in out_allowed:
+            want = ", ".join(str(d) for d in out_allowed)
+            c.type_error(name, f"must be None or one of {want}, got {dt!r}")
 
-    # devices and layout
-    named = [("q", q), ("kv", kv), ("o", o), ("do", do), ("indices", indices), ("lse", lse)]
-    if q_positions is not None:
-        named.append(("q_positions", q_positions))
-    if delta is not None:
-        named.append(("delta", delta))
-    if strict:
-        for name, t in named:
-            if not t.is_contiguous():
-                c.value_error(
-                    name,
-                    f"must be contiguous (row-major) in mode '{mode_name}', got strides "
-                    f"{tuple(t.stride())} for shape {tuple(t.shape)}",
-                )
-    if strict and q.device.type != "cuda":
-        c.value_error("q", f"must be a CUDA tensor in mode '{mode_name}', got device {q.device}")
-    for name, t in named[1:]:
-        if t.device != q.device:
+    # devices
+    named = [("kv", kv), ("o", o), ("do", do), ("indices", indices), ("lse", lse),
+             ("q_positions", q_positions), ("delta", delta)]
+    for name, t in named:
+        if t is not None and t.device != q.device:
             c.value_error(name, f"must be on the device of 'q' ({q.device}), got {t.device}")
 
     # sizes
+    if not _is_concrete(q, kv, o, do, indices, lse, q_positions, delta):
+        return None
     T, H, d_qk = q.shape
     S_kv, G, kv_w = kv.shape
     if H < 1:
@@ -185,6 +206,12 @@ def validate_bwd_args(
         c.shape("q_positions", q_positions, (T,), "[T]")
     if delta is not None:
         c.shape("delta", delta, (T, H), "[T, H]")
+    if strict:
+        for name, size, value in (("q", "T = q.shape[0]", T), ("kv", "S_kv = kv.shape[0]", S_kv),
+                                  ("indices", "K = indices.shape[2]", K)):
+            if value > INT32_MAX:
+                c.value_error(name, f"must have {size} <= {INT32_MAX} (the kernels' int32 "
+                                    f"sizes), got {value}")
 
     # scalars
     if sm_scale is not None:
@@ -196,12 +223,32 @@ def validate_bwd_args(
         normalize_lse_base(lse_base)
     except ValueError:
         c.value_error("lse_base", f"must be 2 or 'e', got {lse_base!r}")
-    out_allowed = STRICT_OUT_DTYPES if strict else FLOAT_DTYPES
-    for name, dt in (("dq_dtype", dq_dtype), ("dkv_dtype", dkv_dtype)):
-        if dt is not None and dt not in out_allowed:
-            want = ", ".join(str(d) for d in out_allowed)
-            c.value_error(name, f"must be None or one of {want}, got {dt!r}")
+
+    if strict and require_cuda and q.device.type != "cuda":
+        c.value_error("q", f"must be a CUDA tensor (the compiled kernels run on CUDA "
+                           f"devices; mode='reference' runs on any), got device {q.device}")
     return Dims(T, H, G, K, S_kv, D, d_qk - D)
+
+
+def kernel_layout(name: str, t: Optional[torch.Tensor],
+                  context: str = CONTEXT) -> Optional[torch.Tensor]:
+    """`t` as the kernels read it: itself when contiguous and 16-byte
+    aligned, else one contiguous, aligned copy, logged at DEBUG with its
+    size (the one copy an argument can cost; python/USAGE.md, "Strided
+    inputs")."""
+    if t is None:
+        return None
+    contiguous = t.is_contiguous()
+    if contiguous and t.data_ptr() % KERNEL_ALIGNMENT == 0:
+        return t
+    why = (f"strides {tuple(t.stride())} for shape {tuple(t.shape)}" if not contiguous
+           else f"storage offset {t.storage_offset()} (not {KERNEL_ALIGNMENT}-byte aligned)")
+    copy = torch.empty(t.shape, dtype=t.dtype, device=t.device)
+    copy.copy_(t)
+    if not torch.compiler.is_compiling() and logger.isEnabledFor(logging.DEBUG):
+        logger.debug("smla: %s: argument '%s' has %s: the kernels read a contiguous copy "
+                     "(%d bytes)", context, name, why, copy.numel() * copy.element_size())
+    return copy
 
 
 def first_nonfinite(t: torch.Tensor):

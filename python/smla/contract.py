@@ -9,6 +9,7 @@ See docs/contract.md.
 from __future__ import annotations
 
 import math
+import struct
 from typing import Optional, Union
 
 import torch
@@ -78,20 +79,29 @@ def default_sm_scale(d_qk: int) -> float:
     return float(d_qk) ** -0.5
 
 
+def _to_float32(x: float) -> float:
+    """`x` rounded to the nearest float32 (inf beyond its range)."""
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
 def sm_scale_fits_float32(sm_scale: float) -> bool:
     """True when ``sm_scale`` survives the kernels' float32 arithmetic: a
     finite positive number whose float32 value is normal and whose float32
     product with log2(e) is finite (see SM_SCALE_MIN / SM_SCALE_MAX)."""
     if not (math.isfinite(sm_scale) and sm_scale > 0):
         return False
-    f32 = torch.tensor(sm_scale, dtype=torch.float32)
-    factor = f32 * torch.tensor(LOG2E, dtype=torch.float32)
-    return float(f32) >= SM_SCALE_MIN and bool(torch.isfinite(factor))
+    # In plain Python (every call checks it): struct rounds to float32 as
+    # the kernels' conversion does (to inf past float32's range), and the
+    # product of two float32 values is exact in a double, so rounding it
+    # once is float32's multiplication.
+    f32 = _to_float32(sm_scale)
+    factor = _to_float32(f32 * _to_float32(LOG2E))
+    return SM_SCALE_MIN <= f32 and math.isfinite(factor)
 
 
 def sm_scale_error(sm_scale) -> str:
     """The message (after "argument 'sm_scale' ") for a scale that fails
-    sm_scale_fits_float32; the C++ op's (ArgumentChecks.cpp) says the same."""
+    sm_scale_fits_float32 (smla.checks raises it)."""
     return (f"must be a finite positive number that is normal in float32 (the kernels' "
             f"type) and keeps sm_scale * log2(e) finite in float32 ({SM_SCALE_MIN:g} <= "
             f"sm_scale <= {SM_SCALE_MAX:g}), got {sm_scale!r}")

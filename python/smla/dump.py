@@ -42,6 +42,7 @@ from typing import Any, Dict, Optional
 
 import torch
 
+from . import _config
 from .checks import validate_bwd_args
 from .contract import default_sm_scale, normalize_lse_base
 
@@ -57,10 +58,6 @@ _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16,
 
 # Files larger than this are not read (load_call's max_bytes default).
 DEFAULT_MAX_LOAD_BYTES = 64 << 30
-# dump_to_dir's defaults (SMLA_DUMP_MAX_FILES, SMLA_DUMP_MAX_BYTES): a
-# GLM-5.2-sized call with its outputs is about 340 MB.
-DEFAULT_DIR_MAX_FILES = 8
-DEFAULT_DIR_MAX_BYTES = 4 << 30
 DUMP_PATTERN = "smla_bwd_*.pt"
 
 
@@ -222,16 +219,15 @@ def dump_to_dir(directory, q, kv, o, do, indices, lse, *, max_files: Optional[in
                 max_bytes: Optional[int] = None, **kw) -> Optional[str]:
     """dump_call into ``directory`` as smla_bwd_<pid>_<n>.pt, unless the
     directory's dumps (this pattern, any process) would then number more
-    than ``max_files`` or take more than ``max_bytes`` (defaults: the
-    environment variables SMLA_DUMP_MAX_FILES and SMLA_DUMP_MAX_BYTES, else
-    DEFAULT_DIR_MAX_FILES and DEFAULT_DIR_MAX_BYTES). Returns the path, or
+    than ``max_files`` or take more than ``max_bytes`` (defaults:
+    smla.config.dump_max_files and dump_max_bytes, from SMLA_DUMP_MAX_FILES
+    and SMLA_DUMP_MAX_BYTES, else 8 files and 4 GiB: a GLM-5.2-sized call
+    with its outputs is about 340 MB). Returns the path, or
     None when a cap refused the dump. Threads number their files under a
     lock and check the caps under it, so concurrent dumps cannot overshoot
     them within a process."""
-    files = _env_int("SMLA_DUMP_MAX_FILES", DEFAULT_DIR_MAX_FILES) if max_files is None \
-        else int(max_files)
-    cap = _env_int("SMLA_DUMP_MAX_BYTES", DEFAULT_DIR_MAX_BYTES) if max_bytes is None \
-        else int(max_bytes)
+    files = _config.get("dump_max_files") if max_files is None else int(max_files)
+    cap = _config.get("dump_max_bytes") if max_bytes is None else int(max_bytes)
     size = dump_bytes(q, kv, o, do, indices, lse, kw.get("q_positions"), kw.get("delta"),
                       kw.get("observed_dq"), kw.get("observed_dkv"))
     global _dir_count
@@ -243,19 +239,6 @@ def dump_to_dir(directory, q, kv, o, do, indices, lse, *, max_files: Optional[in
         _dir_count += 1
         path = os.path.join(os.fspath(directory), f"smla_bwd_{os.getpid()}_{_dir_count}.pt")
         return dump_call(path, q, kv, o, do, indices, lse, **kw)
-
-
-def _env_int(name: str, default: int) -> int:
-    text = os.environ.get(name)
-    if not text:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"smla: environment variable {name} must be an integer, got {text!r}")
-    if value < 0:
-        raise ValueError(f"smla: environment variable {name} must be >= 0, got {value}")
-    return value
 
 
 def call_kwargs(rec: Dict[str, Any], device="cpu") -> Dict[str, Any]:

@@ -2,8 +2,10 @@
 
 Prints the version and where it came from, torch and the device, the
 extension (building it against the installed torch first if needed), the
-kernel library and the bwd kernels that run on the device, the cache and
-the kernel compiler. Exits 0 when the compiled backward can run (on the
+kernel library and the bwd kernels that run on the device, the head counts
+each configuration serves and how (its own kernel, or a larger one with
+padded heads), the settings (smla.config), the cache and the kernel
+compiler. Exits 0 when the compiled backward can run (on the
 current device, where there is one), 1 otherwise, with the reason.
 """
 
@@ -17,7 +19,7 @@ from typing import List
 
 import torch
 
-from . import _cache, _compiled, _extension, _library
+from . import _cache, _compiled, _config, _extension, _library
 from ._version import __version__
 
 
@@ -51,6 +53,9 @@ def _kernel_lines(kernels: List[dict], runs: bool) -> List[str]:
     bwd = [k for k in kernels if k["kind"] == "bwd"]
     out.append(f"  bwd kernels{' that run on the device' if runs else ''} ({len(bwd)}):")
     out += [f"    {k['config']}  [{k['name']}]" for k in bwd]
+    out.append("  head counts each configuration serves (python/USAGE.md, \"Head counts\"):")
+    for name, heads in _library.served_configurations(_compiled.load()):
+        out.append(f"    {name}: {heads}")
     return out
 
 
@@ -71,7 +76,7 @@ def report(build: bool = True) -> int:
         else:
             print(f"extension smla._C: {_extension.module_path()}")
             print(f"kernel directory: {_compiled.load().kernel_directory()}"
-                  + (" (SMLA_KERNEL_DIR)" if os.environ.get("SMLA_KERNEL_DIR") else ""))
+                  + (" (smla.config.kernel_dir)" if _config.get("kernel_dir") else ""))
             if why is not None:
                 print(f"  unavailable: {why}")
                 status = 1
@@ -82,8 +87,10 @@ def report(build: bool = True) -> int:
                     status = 1
                 print("\n".join(_kernel_lines(_compiled.load().kernels(), device_why is None
                                               and torch.cuda.is_available())))
+    print("settings: " + ", ".join(f"{k}={v}" for k, v in _config.values().items()
+                                    if v is not None))
     root = _cache.cache_dir()
-    print(f"cache: {root}" + (" (SMLA_CACHE_DIR)" if os.environ.get("SMLA_CACHE_DIR") else ""))
+    print(f"cache: {root}")
     for sub in ("extension", "kernels"):
         top = os.path.join(root, sub)
         entries = []

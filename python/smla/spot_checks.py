@@ -10,7 +10,8 @@
   rows, with the reference; finite but wrong outputs (a kernel bug) raise
   OutputMismatchError naming the output.
 
-Checked mode (smla.checked) runs both when enabled (smla.checked.configure).
+Checked mode (smla.checked) runs both when enabled (smla.configure: check_lse,
+check_agreement).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """pytest setup: make python/ importable when no smla is installed (a run
 against the installed distribution, as CI's, tests that; with
-SMLA_EXPECT_INSTALLED=1 the source tree is never added), keep SMLA_MODE
-from the caller's environment out of the tests, and undo what a test adds
-to sys.path (bench/bench_bwd.py puts python/ first when imported), so that
+SMLA_EXPECT_INSTALLED=1 the source tree is never added), keep the caller's
+SMLA_MODE and SMLA_DUMP_DIR out of the tests, give every test the
+settings it started with back (smla.configure: tests change the walk, the
+pairs, the kernel directory), and undo what a test adds to sys.path
+(bench/bench_bwd.py puts python/ first when imported), so that
 subprocesses given this process's path import the same smla.
 
 On a GPU machine the GPU commands set SMLA_REQUIRE_GPU=1: a test that
@@ -21,9 +23,14 @@ if importlib.util.find_spec("smla") is None and os.environ.get("SMLA_EXPECT_INST
 
 
 @pytest.fixture(autouse=True)
-def _no_env_mode(monkeypatch):
+def _settings_restored(monkeypatch):
+    import smla
+
     monkeypatch.delenv("SMLA_MODE", raising=False)
     monkeypatch.delenv("SMLA_DUMP_DIR", raising=False)
+    previous = smla.configure(mode=None, dump_dir=None)
+    yield
+    smla.configure(**previous)
 
 
 @pytest.fixture(autouse=True)

@@ -1,5 +1,6 @@
-"""smla.sparse_mla_bwd: argument validation (every message checked by text),
-mode selection, layouts and defaults."""
+"""smla.sparse_mla_bwd: argument validation (every message checked by text;
+test_validation.py runs each through every entry point), mode selection,
+layouts and defaults."""
 
 import re
 import warnings
@@ -78,12 +79,13 @@ def test_lse_dtype():
            mode="compiled", lse=torch.zeros(T, H, dtype=torch.float64))
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only error")
-def test_compiled_mode_needs_cuda():
-    raises(ValueError, PRE + "argument 'q' must be a CUDA tensor in mode 'compiled', got "
-           "device cpu", mode="compiled")
-    raises(ValueError, PRE + "argument 'q' must be a CUDA tensor in mode 'checked', got "
-           "device cpu", mode="checked")
+CUDA_RULE = ("argument 'q' must be a CUDA tensor (the compiled kernels run on CUDA devices; "
+             "mode='reference' runs on any), got device cpu")
+
+
+@pytest.mark.parametrize("mode", ["compiled", "checked"])
+def test_compiled_mode_needs_cuda(mode):
+    raises(ValueError, PRE + CUDA_RULE, mode=mode)
 
 
 def test_device_mismatch():
@@ -91,10 +93,12 @@ def test_device_mismatch():
            kv=torch.zeros(S, G, D + DT, dtype=torch.bfloat16, device="meta"))
 
 
-def test_non_contiguous_rejected_in_compiled_mode():
+@pytest.mark.parametrize("mode", ["compiled", "checked"])
+def test_non_contiguous_accepted_in_compiled_modes(mode):
+    """Layout is no rule: a strided do passes every check (the one left on
+    a CPU is the device's); the op copies it for the kernels."""
     do = torch.zeros(T, D, H, dtype=torch.bfloat16).transpose(1, 2)
-    raises(ValueError, PRE + "argument 'do' must be contiguous (row-major) in mode 'compiled', "
-           "got strides (32, 1, 4) for shape (5, 4, 8)", mode="compiled", do=do)
+    raises(ValueError, PRE + CUDA_RULE, mode=mode, do=do)
 
 
 def test_non_contiguous_accepted_in_reference_mode():
@@ -165,7 +169,7 @@ def test_sm_scale_at_the_float32_bounds_is_accepted(value):
 def test_scalars():
     raises(TypeError, PRE + "argument 'sm_scale' must be a float or None, got str", sm_scale="0.1")
     raises(ValueError, PRE + "argument 'lse_base' must be 2 or 'e', got 10", lse_base=10)
-    raises(ValueError, PRE + "argument 'dq_dtype' must be None or one of torch.bfloat16, "
+    raises(TypeError, PRE + "argument 'dq_dtype' must be None or one of torch.bfloat16, "
            "torch.float16, torch.float32, torch.float64, got torch.int32", dq_dtype=torch.int32)
 
 
@@ -182,9 +186,14 @@ def test_unknown_mode():
 
 
 def test_unknown_env_mode(monkeypatch):
+    """SMLA_MODE is read with the other settings (smla.reload_config), and
+    a malformed value names the variable and changes nothing."""
     monkeypatch.setenv("SMLA_MODE", "turbo")
-    raises(ValueError, PRE + "environment variable SMLA_MODE must be one of 'compiled', "
-           "'checked', 'reference', got 'turbo'", mode=None)
+    with pytest.raises(ValueError, match="^" + re.escape(
+            "smla: environment variable SMLA_MODE must be compiled, checked or reference, "
+            "got 'turbo'")):
+        smla.reload_config()
+    assert smla.config.mode is None
 
 
 def test_batched_shape_mismatch():
@@ -238,6 +247,8 @@ def test_missing_extension_message(monkeypatch):
 def test_default_mode_on_cpu_is_reference(monkeypatch):
     assert smla.resolve_mode(None, args()["q"]) == "reference"
     monkeypatch.setenv("SMLA_MODE", "checked")
+    assert smla.resolve_mode(None, args()["q"]) == "reference"  # read once
+    smla.reload_config()
     assert smla.resolve_mode(None, args()["q"]) == "checked"
     assert smla.resolve_mode("reference", args()["q"]) == "reference"
 
@@ -281,8 +292,9 @@ def test_output_dtypes_and_diagnostics():
     assert cnt["invalid_slots"] == int((args()["indices"] < 0).sum())
 
 
-def test_env_mode_reference_is_used(monkeypatch):
-    monkeypatch.setenv("SMLA_MODE", "reference")
+def test_configured_mode_is_used():
+    smla.configure(mode="reference")
+    assert smla.config.mode == "reference"
     dq, dkv = call(mode=None)
     assert torch.isfinite(dq.float()).all()
 
@@ -302,29 +314,26 @@ def test_dynamo_traces_the_api_without_graph_breaks():
     # the op (the GPU test compiles the real kernel; backend="eager" keeps
     # this CPU check free of code generation).
     a = args()
-    fn = torch.compile(lambda *t: smla.sparse_mla_bwd(*t, mode="reference"), fullgraph=True,
-                       backend="eager")
+    fn = torch.compile(lambda *t: smla.sparse_mla_bwd(*t, sm_scale=0.3, mode="reference"),
+                       fullgraph=True, backend="eager")
     got = fn(*a.values())
-    want = smla.sparse_mla_bwd(*a.values(), mode="reference")
+    want = smla.sparse_mla_bwd(*a.values(), sm_scale=0.3, mode="reference")
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
-def test_delta_runs_the_reference_with_a_warning():
-    """The kernels fuse Delta; a caller's delta (SparseMLA's lse gradient) must
-    not be dropped silently: the call runs the reference and says so."""
-    from smla.api import SmlaDeltaFallback
-    from smla.reference import sparse_mla_bwd_reference
-
-    torch.manual_seed(0)
-    T, H, S, K, D, Dt = 4, 2, 16, 5, 8, 8
-    q = torch.randn(T, H, D + Dt, dtype=torch.bfloat16)
-    kv = torch.randn(S, 1, D + Dt, dtype=torch.bfloat16)
-    o = torch.randn(T, H, D, dtype=torch.bfloat16)
-    do = torch.randn(T, H, D, dtype=torch.bfloat16)
-    idx = torch.randint(0, S, (T, 1, K), dtype=torch.int32)
-    lse = torch.randn(T, H)
+def test_delta_is_taken_by_every_mode():
+    """A caller's delta (SparseMLA's folded lse gradient) is an argument of
+    every mode: the kernels' modes check it like the rest (on a CPU the
+    call then stops at the device rule, with no fallback to the
+    reference), and the reference uses it in place of rowsum(o * do)."""
+    a = args()
     delta = torch.randn(T, H)
-    with pytest.warns(SmlaDeltaFallback, match="argument 'delta'"):
-        dq, dkv = smla.sparse_mla_bwd(q, kv, o, do, idx, lse, delta=delta, mode="checked")
-    rdq, rdkv = sparse_mla_bwd_reference(q, kv, o, do, idx, lse, delta=delta)
-    assert torch.equal(dq, rdq) and torch.equal(dkv, rdkv)
+    for mode in ("compiled", "checked"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            raises(ValueError, PRE + CUDA_RULE, mode=mode, delta=delta)
+    dq, dkv = smla.sparse_mla_bwd(**a, delta=delta, mode="reference")
+    rq, rkv = sparse_mla_bwd_reference(*a.values(), delta=delta)
+    assert torch.equal(dq, rq) and torch.equal(dkv, rkv)
+    plain = smla.sparse_mla_bwd(**a, mode="reference")
+    assert not torch.equal(plain[0], dq)

@@ -27,14 +27,11 @@ def case():
 
 @pytest.fixture(autouse=True)
 def fresh_state(monkeypatch):
-    """Fresh totals, a fresh rate limit and the default spot checks."""
+    """Fresh totals, a fresh rate limit and the default spot checks (the
+    settings come back after each test: conftest.py)."""
     smla.reset_stats()
     monkeypatch.setattr(checked, "repair_log", checked.stats.RateLimitedLog(checked.stats.logger))
-    checked.reset_configuration()
-    monkeypatch.delenv("SMLA_CHECK_LSE", raising=False)
-    monkeypatch.delenv("SMLA_CHECK_AGREEMENT", raising=False)
-    yield
-    checked.reset_configuration()
+    smla.configure(check_lse=None, check_agreement=None)
 
 
 def repairs(caplog):
@@ -196,7 +193,7 @@ def test_non_finite_lse_is_not_an_input_error(case):
 
 def test_repair_dumps_the_call_when_asked(case, inject, monkeypatch, tmp_path):
     tensors, kw, _ = case
-    monkeypatch.setenv("SMLA_DUMP_DIR", str(tmp_path))
+    smla.configure(dump_dir=tmp_path)
 
     def corrupt(dq, dkv, call):
         if call == 0:
@@ -280,7 +277,7 @@ def test_kernel_counter_missing_rows_is_logged_as_a_kernel_bug(case, inject, cap
 @pytest.mark.parametrize("output", ["dq", "dkv"])
 def test_agreement_check_catches_finite_but_wrong_outputs(case, inject, output):
     tensors, kw, _ = case
-    checked.configure(agreement_tokens=2)
+    smla.configure(check_agreement=2)
 
     def scale(dq, dkv, call):
         return (dq * 1000, dkv) if output == "dq" else (dq, dkv * 1000)
@@ -299,11 +296,14 @@ def test_agreement_check_passes_correct_outputs_and_is_off_by_default(case, inje
     checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)  # off: passes
     inject(lambda dq, dkv, call: (dq, dkv))
     monkeypatch.setenv("SMLA_CHECK_AGREEMENT", "3")
+    smla.reload_config()
     for _ in range(3):
         checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
     assert smla.stats()["agreement_checks"] == 3
-    with pytest.raises(ValueError, match="argument 'agreement_tokens' must be >= 0, got -1"):
-        checked.configure(agreement_tokens=-1)
+    with pytest.raises(ValueError, match=re.escape(
+            "smla.configure: argument 'check_agreement' must be an integer in [0, 2147483647], "
+            "got -1")):
+        smla.configure(check_agreement=-1)
 
 
 # ---- extreme magnitudes (docs/validation.md) --------------------------------
@@ -367,8 +367,7 @@ def test_checked_mode_repairs_in_float64_when_only_fp32_overflows(caplog):
 def test_dump_directory_cap_holds_in_checked_mode(case, inject, monkeypatch, tmp_path,
                                                   caplog):
     tensors, kw, _ = case
-    monkeypatch.setenv("SMLA_DUMP_DIR", str(tmp_path))
-    monkeypatch.setenv("SMLA_DUMP_MAX_FILES", "2")
+    smla.configure(dump_dir=tmp_path, dump_max_files=2)
     inject(_corrupt_first_run)
     with caplog.at_level(logging.WARNING, logger="smla"):
         for _ in range(3):

@@ -261,11 +261,14 @@ def test_dump_directory_caps_from_the_environment(tmp_path, tiny_dump, monkeypat
     from smla.dump import dump_to_dir
     tensors = [call[k] for k in ("q", "kv", "o", "do", "indices", "lse")]
     monkeypatch.setenv("SMLA_DUMP_MAX_FILES", "1")
+    smla.reload_config()
     assert dump_to_dir(tmp_path, *tensors) is not None
     assert dump_to_dir(tmp_path, *tensors) is None
     monkeypatch.setenv("SMLA_DUMP_MAX_FILES", "many")
-    with pytest.raises(ValueError, match="SMLA_DUMP_MAX_FILES must be an integer, got 'many'"):
-        dump_to_dir(tmp_path, *tensors)
+    with pytest.raises(ValueError, match="environment variable SMLA_DUMP_MAX_FILES must be an "
+                       "integer in"):
+        smla.reload_config()
+    assert smla.config.dump_max_files == 1
 
 
 def test_concurrent_dumps_get_distinct_names_within_the_cap(tmp_path, tiny_dump):

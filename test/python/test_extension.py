@@ -1,14 +1,14 @@
-"""The C++ extension smla._C: op registration, schema, meta/fake shapes, and
-the op's own argument checks (python/csrc/ArgumentChecks.cpp).
+"""The C++ extension smla._C: the private launch op, the op's schema and
+fake shapes, the kernel directory, and the kernel lookups the head count
+plan and smla.info build on.
 
 The whole module is skipped when smla._C cannot be loaded (an installed
 package builds it on first use; in a source tree, `cmake -S python -B
-build-py`, see python/USAGE.md). Argument checks run everywhere: the op has
-a CPU implementation that runs every check before failing with "must be a
-CUDA tensor", and a Meta one that runs them too. The kernel directory rules
-(issue: a changed or relative SMLA_KERNEL_DIR, bounded reading) and the
-kernel lookup that compile-on-first-use builds on run on the CPU too. Launch
-tests need a GPU, and the ones that run kernels also need a kernel library.
+build-py`, see python/USAGE.md). The argument rules are test_validation.py's
+(they need no extension). The kernel directory rules (smla.config.kernel_dir,
+bounded reading) and the kernel lookups run on the CPU, on hand-written
+manifests. Launch tests need a GPU, and the ones that run kernels also need
+a kernel library.
 """
 
 import hashlib
@@ -20,7 +20,9 @@ import sys
 import pytest
 import torch
 
-from smla import _compiled
+import smla
+from smla import _compiled, _library
+from smla.checks import Dims
 
 try:
     ext = _compiled.load()
@@ -60,7 +62,7 @@ def make_args(device="cpu", T=4, H=4, G=2, S=8, K=3, D=8, Dt=4, positions=False,
 
 
 ARG = {name: i for i, name in enumerate(
-    ["q", "kv", "o", "dout", "indices", "lse", "sm_scale", "lse_base_e", "q_positions",
+    ["q", "kv", "o", "do", "indices", "lse", "sm_scale", "lse_base_e", "q_positions",
      "delta", "dq_dtype", "dkv_dtype"])}
 
 
@@ -71,21 +73,39 @@ def with_arg(args, name, value):
 
 
 def test_op_and_schema_registered():
-    schema = OP.default._schema
-    assert str(schema) == "smla::" + _compiled.OP_SCHEMA
+    assert str(OP.default._schema) == "smla::" + _compiled.OP_SCHEMA
+    assert str(torch.ops.smla._launch_bwd.default._schema) == (
+        "smla::_launch_bwd(Tensor q, Tensor kv, Tensor o, Tensor do, Tensor indices, "
+        "Tensor lse, float sm_scale, Tensor? q_positions, Tensor? delta, ScalarType dq_dtype, "
+        "ScalarType dkv_dtype) -> (Tensor dq, Tensor dkv, Tensor counters)")
+
+
+def test_launch_op_is_cuda_only():
+    """The private launch op has a CUDA kernel only: the public op answers
+    every other device (test_validation.py)."""
+    args = make_args("cpu")
+    del args[ARG["lse_base_e"]]
+    with pytest.raises(NotImplementedError, match="'smla::_launch_bwd' with arguments from the "
+                       "'CPU' backend"):
+        torch.ops.smla._launch_bwd(*args)
 
 
 def test_kernel_directory(monkeypatch, tmp_path):
-    monkeypatch.setenv("SMLA_KERNEL_DIR", "/some/kernels")
+    """smla.config.kernel_dir is handed to smla._C when it changes; a
+    relative directory is taken relative to the working directory at the
+    time the setting is made (not at each call)."""
+    smla.configure(kernel_dir="/some/kernels")
     assert ext.kernel_directory() == "/some/kernels"
-    # A relative directory: relative to the working directory of each call.
-    monkeypatch.setenv("SMLA_KERNEL_DIR", "lib")
     monkeypatch.chdir(tmp_path)
+    smla.configure(kernel_dir="lib")
     assert ext.kernel_directory() == str(tmp_path / "lib")
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path / "sub")
+    assert ext.kernel_directory() == str(tmp_path / "lib")
+    monkeypatch.setenv("SMLA_KERNEL_DIR", "lib")
+    smla.reload_config()
     assert ext.kernel_directory() == str(tmp_path / "sub" / "lib")
-    monkeypatch.delenv("SMLA_KERNEL_DIR")
+    smla.configure(kernel_dir=None)
     assert ext.kernel_directory() == _compiled.PACKAGE_KERNELS
 
 
@@ -118,7 +138,9 @@ def write_kernel_dir(path, cubin=b"not really a cubin", digest=None, cubin_name=
 
 
 LIST_KERNELS = """
-from smla import _compiled
+import smla
+from smla import _compiled, _library
+from smla.checks import Dims
 try:
     print(_compiled.load().kernels())
 except RuntimeError as e:
@@ -136,31 +158,34 @@ def test_kernels_from_env_directory(tmp_path):
 def test_missing_kernel_directory_error(tmp_path):
     out = run_fresh(LIST_KERNELS, tmp_path / "absent")
     assert out.startswith("RuntimeError: smla: cannot open the kernel directory")
-    assert f"kernel directory '{tmp_path / 'absent'}', from the environment variable " \
-        "SMLA_KERNEL_DIR" in out
+    assert f"kernel directory '{tmp_path / 'absent'}', set by smla.config.kernel_dir " \
+        "(SMLA_KERNEL_DIR)" in out
 
 
 def test_changing_kernel_directory_takes_effect(tmp_path):
-    """SMLA_KERNEL_DIR is looked up at every call: a change after the first
-    library was opened selects the new directory (an error naming it if it
-    cannot be opened), and changing back finds the first one again."""
+    """SMLA_KERNEL_DIR is read at import; a change of the setting after the
+    first library was opened (smla.configure, or the variable and
+    smla.reload_config) selects the new directory (an error naming it if
+    it cannot be opened), and changing back finds the first one again."""
     write_kernel_dir(tmp_path / "a")
     code = LIST_KERNELS + """
-import os
-os.environ["SMLA_KERNEL_DIR"] = os.environ["SMLA_KERNEL_DIR"] + "/../missing"
+import os, smla
+first = smla.config.kernel_dir
+smla.configure(kernel_dir=first + "/../missing")
 try:
     _compiled.load().kernels()
 except RuntimeError as e:
     print("then:", str(e).splitlines()[0])
 print("dir:", _compiled.load().kernel_directory())
-os.environ["SMLA_KERNEL_DIR"] = os.environ["SMLA_KERNEL_DIR"][:-len("/../missing")]
+os.environ["SMLA_KERNEL_DIR"] = first
+smla.reload_config()
 print("back:", len(_compiled.load().kernels()))
 """
     out = run_fresh(code, tmp_path / "a")
     assert "'name': 'smla_delta_test'" in out
-    assert f"then: smla: cannot open the kernel directory '{tmp_path}/a/../missing': " \
+    assert f"then: smla: cannot open the kernel directory '{tmp_path}/missing': " \
         "No such file or directory" in out
-    assert f"dir: {tmp_path}/a/../missing" in out
+    assert f"dir: {tmp_path}/missing" in out
     assert "back: 1" in out
 
 
@@ -168,7 +193,9 @@ def test_is_available_needs_a_kernel_library(tmp_path):
     """An extension without a kernel library is not available (it would
     fail at the first backward), and says why."""
     code = """
-from smla import _compiled
+import smla
+from smla import _compiled, _library
+from smla.checks import Dims
 print(_compiled.is_available(-1), _compiled.unavailable_reason(-1))
 """
     out = run_fresh(code, tmp_path)
@@ -252,97 +279,10 @@ def test_symbolic_trace():
 
 
 def test_cpu_call_needs_cuda():
-    with pytest.raises(RuntimeError, match=CTX + "argument 'q' must be a CUDA tensor, "
+    with pytest.raises(ValueError, match=CTX + r"argument 'q' must be a CUDA tensor \(the "
+                       r"compiled kernels run on CUDA devices; mode='reference' runs on any\), "
                        "got device cpu"):
         OP(*make_args("cpu", positions=True, delta=True))
-
-
-def _noncontig(t):
-    return t.transpose(0, 1).contiguous().transpose(0, 1)
-
-
-SM_SCALE_RULE = (r"argument 'sm_scale' must be a finite positive number that is normal in "
-                 r"float32 \(the kernels' type\) and keeps sm_scale \* log2\(e\) finite in "
-                 r"float32 \(1.17549e-38 <= sm_scale <= 2.35866e\+38\), got ")
-
-# (argument, how to break it, the expected message after "smla.sparse_mla_bwd: ")
-BAD_ARGS = [
-    ("indices", lambda a: a.long(), "argument 'indices' must be int32, got int64"),
-    ("q", lambda a: a.float(), "argument 'q' must be bfloat16, got float32"),
-    ("kv", lambda a: a.half(), "argument 'kv' must be bfloat16, got float16"),
-    ("dout", lambda a: a.float(), "argument 'dout' must be bfloat16, got float32"),
-    ("lse", lambda a: a.bfloat16(), "argument 'lse' must be float32, got bfloat16"),
-    ("q_positions", lambda a: torch.zeros(4, dtype=torch.int64),
-     "argument 'q_positions' must be int32, got int64"),
-    ("delta", lambda a: torch.zeros(4, 4, dtype=torch.float64),
-     "argument 'delta' must be float32, got float64"),
-    ("q", lambda a: a.flatten(1), r"argument 'q' must have 3 dimensions \[T, H, D\+Dt\], "
-     r"got 2 \(shape \[4, 48\]\)"),
-    ("indices", lambda a: a[0], r"argument 'indices' must have 3 dimensions \[T, G, K\], "
-     r"got 2"),
-    ("lse", lambda a: a[..., None], r"argument 'lse' must have 2 dimensions \[T, H\], got 3"),
-    ("q_positions", lambda a: torch.zeros(4, 1, dtype=torch.int32),
-     r"argument 'q_positions' must have 1 dimension \[T\], got 2"),
-    ("q", _noncontig, r"argument 'q' must be contiguous \(row-major\), got strides "
-     r"\[12, 48, 1\] for shape \[4, 4, 12\]"),
-    ("indices", _noncontig, "argument 'indices' must be contiguous"),
-    ("kv", lambda a: a[..., :10].contiguous(),
-     r"argument 'kv' must have last dimension D\+Dt = 12 \(q.shape\[2\]\), got 10"),
-    ("kv", lambda a: torch.cat([a, a[:, :1]], 1),
-     r"argument 'q' has H=4 heads \(q.shape\[1\]\), which must be a multiple of the "
-     r"number of kv groups G=3"),
-    ("o", lambda a: a[:3].contiguous(),
-     r"argument 'o' must have shape \[T, H, D\] with T=4, H=4 \(from 'q'\), got \[3, 4, 8\]"),
-    ("o", lambda a: torch.cat([a, a], -1),
-     r"argument 'o' must have last dimension D between 1 and D\+Dt=12"),
-    ("dout", lambda a: a[..., :6].contiguous(),
-     r"argument 'dout' must have shape \[4, 4, 8\] \(the shape of 'o'\), got \[4, 4, 6\]"),
-    ("indices", lambda a: a[:, :1].contiguous(),
-     r"argument 'indices' must have shape \[T, G, K\] with T=4 \(from 'q'\) and G=2 "
-     r"\(from 'kv'\), got \[4, 1, 3\]"),
-    ("lse", lambda a: a[:, :3].contiguous(),
-     r"argument 'lse' must have shape \[4, 4\] \[T, H\], got \[4, 3\]"),
-    ("q_positions", lambda a: torch.zeros(5, dtype=torch.int32),
-     r"argument 'q_positions' must have shape \[4\] \[T\], got \[5\]"),
-    ("delta", lambda a: torch.zeros(4, 5),
-     r"argument 'delta' must have shape \[4, 4\] \[T, H\], got \[4, 5\]"),
-    ("sm_scale", lambda a: float("nan"), SM_SCALE_RULE + "nan"),
-    ("sm_scale", lambda a: 0.0, SM_SCALE_RULE + "0"),
-    # Finite doubles that the kernels' float32 would make inf or 0.
-    ("sm_scale", lambda a: 1e39, SM_SCALE_RULE + r"1e\+39"),
-    ("sm_scale", lambda a: 1e300, SM_SCALE_RULE + r"1e\+300"),
-    ("sm_scale", lambda a: 1e-300, SM_SCALE_RULE + "1e-300"),
-    ("sm_scale", lambda a: 1e-39, SM_SCALE_RULE + "1e-39"),
-    ("sm_scale", lambda a: 2.36e38, SM_SCALE_RULE + r"2.36e\+38"),
-    # Empty problems, refused with the Python API's messages.
-    ("indices", lambda a: a[..., :0].contiguous(),
-     r"argument 'indices' must have topk = indices.shape\[2\] >= 1, got 0"),
-    ("kv", lambda a: a[:0].contiguous(),
-     r"argument 'kv' must have S_kv = kv.shape\[0\] >= 1, got 0"),
-    ("dq_dtype", lambda a: torch.float16,
-     "argument 'dq_dtype' must be bfloat16 or float32, got float16"),
-    ("dkv_dtype", lambda a: torch.float64,
-     "argument 'dkv_dtype' must be bfloat16 or float32, got float64"),
-]
-
-
-@pytest.mark.parametrize("device", ["cpu", "meta"])
-@pytest.mark.parametrize("name,breaker,message", BAD_ARGS,
-                         ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(BAD_ARGS)])
-def test_bad_argument_message(device, name, breaker, message):
-    args = make_args("cpu")
-    args = with_arg(args, name, breaker(args[ARG[name]]))
-    args = [a.to(device) if isinstance(a, torch.Tensor) else a for a in args]
-    with pytest.raises(RuntimeError, match=CTX + message):
-        OP(*args)
-
-
-def test_device_mismatch_message_cpu():
-    args = make_args("cpu")
-    args = with_arg(args, "kv", args[ARG["kv"]].to("meta"))
-    with pytest.raises(RuntimeError, match=CTX + r"argument 'kv' must be on the device "
-                       r"of 'q' \(cpu\), got meta"):
-        OP(*args)
 
 
 @needs_cuda
@@ -350,7 +290,7 @@ def test_device_mismatch_message_cpu():
 def test_device_mismatch_message_cuda(name):
     args = make_args("cuda", positions=True, delta=True)
     args = with_arg(args, name, args[ARG[name]].cpu())
-    with pytest.raises(RuntimeError, match=CTX + f"argument '{name}' must be on the "
+    with pytest.raises(ValueError, match=CTX + f"argument '{name}' must be on the "
                        r"device of 'q' \(cuda:0\), got cpu"):
         OP(*args)
 
@@ -358,7 +298,7 @@ def test_device_mismatch_message_cuda(name):
 @needs_cuda
 @pytest.mark.parametrize("dkv_dtype", [torch.bfloat16, torch.float32])
 def test_no_tokens_returns_empty_gradients_without_kernels(monkeypatch, dkv_dtype):
-    monkeypatch.setenv("SMLA_KERNEL_DIR", "/nonexistent/smla-kernels")
+    smla.configure(kernel_dir="/nonexistent/smla-kernels")
     args = with_arg(make_args("cuda", T=0), "dkv_dtype", dkv_dtype)
     dq, dkv, cnt = OP(*args)
     assert dq.shape == args[0].shape and dq.dtype == torch.bfloat16
@@ -370,7 +310,9 @@ def test_no_tokens_returns_empty_gradients_without_kernels(monkeypatch, dkv_dtyp
 def test_missing_kernel_directory_message_from_op(tmp_path):
     code = """
 import torch
-from smla import _compiled
+import smla
+from smla import _compiled, _library
+from smla.checks import Dims
 from test_extension import make_args
 _compiled.load()
 try:
@@ -380,7 +322,7 @@ except RuntimeError as e:
 """
     out = run_fresh(code, tmp_path)
     assert "smla: cannot read manifest" in out and str(tmp_path) in out
-    assert "from the environment variable SMLA_KERNEL_DIR" in out
+    assert "set by smla.config.kernel_dir (SMLA_KERNEL_DIR)" in out
 
 
 @needs_cuda
@@ -415,13 +357,48 @@ def test_glm_shape_runs_and_opcheck(dkv_dtype):
     torch.library.opcheck(OP.default, args, test_utils=("test_schema", "test_faketensor"))
 
 
-def test_misaligned_input_is_refused():
-    """A contiguous view at an odd offset would fault in the 16-byte loads."""
-    args = make_args("cpu")
-    q = args[ARG["q"]]
-    shifted = torch.empty(q.numel() + 1, dtype=q.dtype)[1:].view(q.shape)
-    shifted.copy_(q)
-    args = with_arg(args, "q", shifted)
-    with pytest.raises(RuntimeError, match=CTX + "argument 'q' must start at a 16-byte "
-                       "aligned address, got storage offset 1"):
-        OP(*args)
+def bwd_entry(heads, d=64, dt=32, groups=1, tokens=1, positions=False, dq="bf16",
+              dkv="bf16"):
+    """A manifest entry of a bwd kernel (never launched here)."""
+    config = dict(d=d, dt=dt, heads=heads, groups=groups, block=16, lse_base=2,
+                  positions=positions, dq_type=dq, dkv_type=dkv, tokens=tokens)
+    return dict(name=f"bwd_h{heads}_t{tokens}_g{groups}", kind="bwd", entry="smla_bwd",
+                config=config, params=[{"name": "q", "type": "ptr"}])
+
+
+def test_head_counts_plan_on_the_library(tmp_path):
+    """The one rule: H runs on its own kernel when a library has one, else
+    (G = 1, H <= 128) on the smallest larger head count, padded; the plan
+    and smla.info use the lookups the op launches by."""
+    write_kernel_dir(tmp_path, kernels=[bwd_entry(8), bwd_entry(16), bwd_entry(32, tokens=2),
+                                        bwd_entry(4, groups=2)])
+    smla.configure(kernel_dir=tmp_path)
+
+    def plan(H, G=1):
+        return _library.plan(ext, Dims(T=4, H=H, G=G, K=8, S_kv=16, D=64, Dt=32), False,
+                             torch.bfloat16, torch.bfloat16)
+
+    assert [plan(h) for h in (1, 7, 8, 9, 12, 16)] == [8, 8, 8, 16, 16, 16]
+    assert ext.served_heads(64, 32, 1, False, False, False, 128) == [8, 16]
+    assert plan(4, G=2) == 4
+    if _library.compiler() is None:  # else H=17 would be compiled on first use
+        with pytest.raises(RuntimeError, match="smla-compile --config d=64,dt=32,heads=17,"
+                           "groups=1,lse=base2"):
+            plan(17)
+        with pytest.raises(RuntimeError, match="heads=2,groups=2"):
+            plan(2, G=2)  # G > 1: no padding
+    lines = dict(_library.served_configurations(ext))
+    assert lines["d=64 dt=32 g=1 positions=0 dq=bf16 dkv=bf16"] == \
+        "H 1-7 on 8 (padded), H 8 (exact), H 9-15 on 16 (padded), H 16 (exact)"
+    assert lines["d=64 dt=32 g=2 positions=0 dq=bf16 dkv=bf16"] == "H 4 (exact)"
+
+
+def test_info_lists_the_head_counts(tmp_path):
+    write_kernel_dir(tmp_path, kernels=[bwd_entry(8), bwd_entry(32)])
+    env = dict(os.environ, SMLA_KERNEL_DIR=str(tmp_path),
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    out = subprocess.run([sys.executable, "-m", "smla.info", "--no-build"], env=env,
+                         capture_output=True, text=True).stdout
+    assert "head counts each configuration serves" in out
+    assert "d=64 dt=32 g=1 positions=0 dq=bf16 dkv=bf16: H 1-7 on 8 (padded), H 8 (exact), " \
+        "H 9-31 on 32 (padded), H 32 (exact)" in out

@@ -88,17 +88,17 @@ CASES = {
     "glm52_lse_e_positions": (dict(lse_base="e", positions=shard_positions(24, 300)), {}),
     "H32": (dict(H=32), {}),
     "H64": (dict(H=64, T=8), {}),
-    # Five blocks of 64 per CTA: the H = 64 cluster's hand-off uses both
-    # of its buffers and both mbarrier parities (one block uses one).
+    # Five blocks of 64 per CTA: the H = 64 kernel's key pipeline uses
+    # every stage and both mbarrier parities (one block uses one).
     "H64_blocks": (dict(H=64, T=8, K=300, S=2000), {}),
-    # The base-2 cluster kernels run the fused epilogue, the natural ones
-    # the CTA-wide one (kernels/CMakeLists.txt): several blocks of each.
+    # Several blocks with positions, and a natural-log lse (which runs the
+    # base-2 kernel on lse * log2(e)).
     "H64_blocks_positions": (dict(H=64, T=8, K=300, S=2000,
                                   positions=shard_positions(8, 2000)), {}),
     "H64_lse_e": (dict(H=64, T=8, K=300, S=2000, lse_base="e"), {}),
     "H128": (dict(H=128, T=6), {}),
     "H128_blocks_base2": (dict(H=128, T=6, K=300, S=2000), {}),
-    # The same for H = 128's two clusters of head-block pairs per token.
+    # The same for H = 128's two head blocks per token.
     "H128_blocks": (dict(H=128, T=6, K=300, S=2000, lse_base="e",
                          positions=shard_positions(6, 2000)), {}),
     "H128_positions_lse_e": (dict(H=128, T=6, lse_base="e", positions=shard_positions(6, 300)), {}),
@@ -133,9 +133,9 @@ WALK_CASES = ["glm52", "glm52_positions", "glm52_lse_e", "H32", "H64", "H64_bloc
 @needs_compiled
 @pytest.mark.parametrize("name", WALK_CASES)
 def test_sorted_walk_matches_reference(name, monkeypatch):
-    monkeypatch.setenv("SMLA_WALK", "sorted")
-    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "5")
-    monkeypatch.setenv("SMLA_WALK_PERIOD", "7")
+    smla.configure(walk="sorted")
+    smla.configure(walk_chunk_tokens="5")
+    smla.configure(walk_period="7")
     args, kw = CASES[name]
     compare(problem(**args), **kw)
 
@@ -147,18 +147,17 @@ def test_sorted_walk_is_the_given_walk_reordered(monkeypatch):
     outs = []
     for walk, period in (("given", "0"), ("sorted", "0"), ("sorted", "3"),
                          ("given", "5")):
-        monkeypatch.setenv("SMLA_WALK", walk)
-        monkeypatch.setenv("SMLA_WALK_PERIOD", period)
+        smla.configure(walk=walk)
+        smla.configure(walk_period=period)
         outs.append(smla.sparse_mla_bwd(**p, mode="compiled", **F32))
     for dq, dkv in outs[1:]:
         assert rel_fro(dq, outs[0][0]) < 1e-5 and rel_fro(dkv, outs[0][1]) < 1e-5
 
 
-def _walk_runs(p, monkeypatch, **env):
-    for k in ("SMLA_WALK", "SMLA_WALK_PERIOD", "SMLA_WALK_CHUNK_TOKENS", "SMLA_WALK_L2_BYTES"):
-        monkeypatch.delenv(k, raising=False)
-    for k, v in env.items():
-        monkeypatch.setenv(k, v)
+def _walk_runs(p, monkeypatch, **settings):
+    """One call under the walk settings given (the others at their defaults)."""
+    smla.configure(walk=None, walk_period=None, walk_chunk_tokens=None, walk_l2_bytes=None)
+    smla.configure(**settings)
     return smla.sparse_mla_bwd(**p, mode="compiled", **F32)
 
 
@@ -172,14 +171,14 @@ def test_auto_walk_measures_and_chooses(monkeypatch):
     uses it, and a capture of a key (K, G, H, D + Dt) never measured keeps
     the given order."""
     p = problem(T=40, S=2000, K=300, D=64, Dt=32, H=4, G=2, lse_base="e")
-    given = _walk_runs(p, monkeypatch, SMLA_WALK="given")
-    forced = _walk_runs(p, monkeypatch, SMLA_WALK="sorted", SMLA_WALK_CHUNK_TOKENS="7")
+    given = _walk_runs(p, monkeypatch, walk="given")
+    forced = _walk_runs(p, monkeypatch, walk="sorted", walk_chunk_tokens=7)
     assert not torch.equal(given[0], forced[0])
     for _ in range(20):
-        auto = _walk_runs(p, monkeypatch, SMLA_WALK_L2_BYTES="1", SMLA_WALK_CHUNK_TOKENS="7")
+        auto = _walk_runs(p, monkeypatch, walk_l2_bytes=1, walk_chunk_tokens=7)
         assert torch.equal(auto[0], forced[0])
         assert rel_fro(auto[1], forced[1]) < 1e-5
-    big = _walk_runs(p, monkeypatch, SMLA_WALK_L2_BYTES=str(1 << 30))
+    big = _walk_runs(p, monkeypatch, walk_l2_bytes=1 << 30)
     assert torch.equal(big[0], given[0])
 
     def captured(q):
@@ -192,19 +191,19 @@ def test_auto_walk_measures_and_chooses(monkeypatch):
         torch.cuda.synchronize()
         return out
 
-    monkeypatch.setenv("SMLA_WALK_L2_BYTES", "1")
+    smla.configure(walk_l2_bytes="1")
     # The shape above was measured (sorted, as the last answer with L2 = 1
     # byte is): the capture replays the sorted walk.
-    _walk_runs(p, monkeypatch, SMLA_WALK_L2_BYTES="1", SMLA_WALK_CHUNK_TOKENS="7")
-    monkeypatch.setenv("SMLA_WALK_L2_BYTES", "1")
-    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "7")
+    _walk_runs(p, monkeypatch, walk_l2_bytes=1, walk_chunk_tokens=7)
+    smla.configure(walk_l2_bytes="1")
+    smla.configure(walk_chunk_tokens="7")
     assert torch.equal(captured(p)[0], forced[0])
     # A key never measured (K=301; T and S_kv are not part of it) is
     # captured in the given order, with nothing measured or allocated
     # during the capture.
     q = problem(T=37, S=2000, K=301, D=64, Dt=32, H=4, G=2, lse_base="e", seed=5)
-    want = _walk_runs(q, monkeypatch, SMLA_WALK="given")
-    monkeypatch.setenv("SMLA_WALK_L2_BYTES", "1")
+    want = _walk_runs(q, monkeypatch, walk="given")
+    smla.configure(walk_l2_bytes="1")
     assert torch.equal(captured(q)[0], want[0])
 
 
@@ -262,9 +261,9 @@ def test_token_pairs_match_reference(name, monkeypatch):
     """Forced on (which fails where the pair path cannot run), the pair
     path matches the reference, counters included: the aligned rows'
     padding is not counted."""
-    monkeypatch.setenv("SMLA_PAIRS", "on")
+    smla.configure(pairs="on")
     if name != "pairs":  # launches of 5 pairs: T=24 in 3, T=8 in 2
-        monkeypatch.setenv("SMLA_PAIRS_CHUNK", "5")
+        smla.configure(pairs_chunk="5")
     compare(pair_problem(**PAIR_CASES[name]))
 
 
@@ -277,9 +276,9 @@ def test_extra_device_memory_within_the_bound(pairs, monkeypatch):
     per-token kernels need nothing else. With the pairs' rows in a
     workspace (SMLA_PAIRS_ROWS=workspace: 2 x 2K int32 per token, 8 MiB
     here) the measurement sees it."""
-    monkeypatch.setenv("SMLA_PAIRS", "on" if pairs in ("on", "workspace") else "off")
-    monkeypatch.setenv("SMLA_PAIRS_ROWS", "workspace" if pairs == "workspace" else "dq")
-    monkeypatch.setenv("SMLA_WALK", "sorted" if pairs == "sorted" else "given")
+    smla.configure(pairs="on" if pairs in ("on", "workspace") else "off")
+    smla.configure(pairs_rows="workspace" if pairs == "workspace" else "dq")
+    smla.configure(walk="sorted" if pairs == "sorted" else "given")
     p = pair_problem(T=512, S=4096, K=2048, overlap=0.8, adversarial=False)
     T, H, W = p["q"].shape
     S = p["kv"].shape[0]
@@ -305,21 +304,18 @@ def test_token_pairs_rows_in_dq_or_workspace(monkeypatch):
     """The aligned rows built in dq's memory (the default where a dq row
     holds them) or in a workspace give the same call: dq bit for bit (no
     atomics), the counters, dkv up to the atomics' order; in launches of 5
-    pairs too. SMLA_PAIRS_ROWS is checked."""
-    monkeypatch.setenv("SMLA_PAIRS", "on")
+    pairs too."""
+    smla.configure(pairs="on")
     p = pair_problem(T=30, overlap=0.8, seed=9)
     for chunk in [None, "5"]:
         if chunk:
-            monkeypatch.setenv("SMLA_PAIRS_CHUNK", chunk)
+            smla.configure(pairs_chunk=chunk)
         runs = []
         for rows in ["dq", "workspace"]:
-            monkeypatch.setenv("SMLA_PAIRS_ROWS", rows)
+            smla.configure(pairs_rows=rows)
             runs.append(smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled"))
         (dq, dkv, cnt), (wq, wkv, wcnt) = runs
         assert torch.equal(dq, wq) and cnt == wcnt and rel_fro(dkv, wkv) < 1e-3
-    monkeypatch.setenv("SMLA_PAIRS_ROWS", "elsewhere")
-    with pytest.raises(RuntimeError, match="SMLA_PAIRS_ROWS must be dq or workspace"):
-        smla.sparse_mla_bwd(**p, mode="compiled")
 
 
 @needs_compiled
@@ -334,7 +330,7 @@ def test_token_pairs_auto_choice(monkeypatch):
     the reference. Each scenario has its own K, a key no other test
     measured."""
     def run(p, mode):
-        monkeypatch.setenv("SMLA_PAIRS", mode)
+        smla.configure(pairs=mode)
         return smla.sparse_mla_bwd(**p, mode="compiled")
 
     # Keys no other test runs: auto remembers a key's last answer.
@@ -349,7 +345,7 @@ def test_token_pairs_auto_choice(monkeypatch):
     dup = pair_problem(T=22, K=70, overlap=0.8, seed=4, adversarial=False)
     dup["indices"][5, 0, 1] = dup["indices"][5, 0, 0] = 7
     assert torch.equal(run(dup, "auto")[0], run(dup, "on")[0])
-    monkeypatch.setenv("SMLA_PAIRS", "on")
+    smla.configure(pairs="on")
     compare(dup)
     odd = pair_problem(T=23, overlap=0.8, adversarial=False, seed=5)
     assert torch.equal(run(odd, "auto")[0], run(odd, "off")[0])
@@ -359,18 +355,18 @@ def test_token_pairs_auto_choice(monkeypatch):
         run(problem(H=32, T=4), "on")
     wide = pair_problem(T=4, S=6000, K=2100, adversarial=False, seed=6)
     assert torch.equal(run(wide, "auto")[0], run(wide, "off")[0])
-    monkeypatch.setenv("SMLA_PAIRS", "on")
+    smla.configure(pairs="on")
     compare(wide)
     # Launches of 4 pairs (the first chunk decides: ~1.23 K), one pair
     # disjoint; the sums and counters are the reference's.
-    monkeypatch.setenv("SMLA_PAIRS_CHUNK", "4")
+    smla.configure(pairs_chunk="4")
     mixed = pair_problem(T=30, K=72, overlap=0.9, seed=7)
     mixed["indices"][25, 0, 3] = mixed["indices"][25, 0, 2] = 11
     assert torch.equal(run(mixed, "auto")[0], run(mixed, "on")[0])
     compare(mixed)
 
     def captured(p, mode):
-        monkeypatch.setenv("SMLA_PAIRS", mode)
+        smla.configure(pairs=mode)
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         g = torch.cuda.CUDAGraph()
@@ -390,29 +386,6 @@ def test_token_pairs_auto_choice(monkeypatch):
         # dq bit for bit (the same path); dkv in bf16 from atomics in
         # another order: a few last-bit flips.
         assert torch.equal(got[0], want[0]) and rel_fro(got[1], want[1]) < 1e-3
-    monkeypatch.setenv("SMLA_PAIRS_CHUNK", "0")
-    with pytest.raises(RuntimeError, match="SMLA_PAIRS_CHUNK must be an integer"):
-        smla.sparse_mla_bwd(**near, mode="compiled")
-    monkeypatch.delenv("SMLA_PAIRS_CHUNK")
-    monkeypatch.setenv("SMLA_PAIRS", "sometimes")
-    with pytest.raises(RuntimeError, match="SMLA_PAIRS must be auto, on or off"):
-        smla.sparse_mla_bwd(**near, mode="compiled")
-
-
-@needs_compiled
-def test_walk_environment_is_checked(monkeypatch):
-    p = problem(T=4, S=64, K=16)
-    monkeypatch.setenv("SMLA_WALK", "backwards")
-    with pytest.raises(RuntimeError, match="SMLA_WALK must be auto, sorted or given"):
-        _compiled.sparse_mla_bwd(p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"],
-                                 sm_scale=576 ** -0.5, lse_base=2, dq_dtype=torch.bfloat16,
-                                 dkv_dtype=torch.bfloat16)
-    monkeypatch.setenv("SMLA_WALK", "sorted")
-    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "0")
-    with pytest.raises(RuntimeError, match="SMLA_WALK_CHUNK_TOKENS must be an integer"):
-        _compiled.sparse_mla_bwd(p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"],
-                                 sm_scale=576 ** -0.5, lse_base=2, dq_dtype=torch.bfloat16,
-                                 dkv_dtype=torch.bfloat16)
 
 
 @needs_compiled
@@ -478,8 +451,8 @@ def test_opcheck():
 @pytest.mark.parametrize("walk", ["auto", "sorted"])
 def test_cuda_graph_capture(walk, monkeypatch):
     """Capturable, also the sorted walk (a sort and chunked launches)."""
-    monkeypatch.setenv("SMLA_WALK", walk)
-    monkeypatch.setenv("SMLA_WALK_CHUNK_TOKENS", "3")
+    smla.configure(walk=walk)
+    smla.configure(walk_chunk_tokens="3")
     p = problem(T=8, S=64, K=32)
     want = smla.sparse_mla_bwd(**p, mode="compiled")
     s = torch.cuda.Stream()

@@ -101,7 +101,7 @@ def test_every_library_configuration_matches_reference(heads, lse_base, position
     """D=512+64 for H in {8, 16, 32, 64, 128}, both lse bases, with and
     without positions, bf16 and fp32 dq/dkv: each a kernel of the library
     (per token: SMLA_PAIRS=off), none missing."""
-    monkeypatch.setenv("SMLA_PAIRS", "off")
+    smla.configure(pairs="off")
     compare(problem(TOKENS[heads], heads, positions=positions, lse_base=lse_base), *dtypes)
 
 
@@ -122,9 +122,9 @@ def test_h8_token_pairs_match_reference(lse_base, positions, monkeypatch):
     """H=8 on token pairs (the tokens=2 kernel of 16 rows) and per token,
     forced and under auto; odd T runs per token."""
     for mode in ("on", "off", "auto"):
-        monkeypatch.setenv("SMLA_PAIRS", mode)
+        smla.configure(pairs=mode)
         compare(problem(24, 8, positions=positions, lse_base=lse_base, pairs=True, seed=1))
-    monkeypatch.setenv("SMLA_PAIRS", "on")
+    smla.configure(pairs="on")
     compare(problem(16, 8, K=1000, S=3000, pairs=True, seed=2, lse_base=lse_base))
     with pytest.raises(RuntimeError, match="an even number of tokens"):
         compare(problem(23, 8, pairs=True, seed=3))
@@ -161,7 +161,7 @@ def test_device_outside_the_target_is_a_clear_error(tmp_path, monkeypatch):
     sm_90 device) is an error naming both; mode=None then runs the
     reference, with one warning saying why."""
     copy_library(_compiled.load().kernel_directory(), tmp_path / "lib", "sm_80")
-    monkeypatch.setenv("SMLA_KERNEL_DIR", str(tmp_path / "lib"))
+    smla.configure(kernel_dir=str(tmp_path / "lib"))
     prop = torch.cuda.get_device_properties(torch.cuda.current_device())
     p = problem(8, 16)
     with pytest.raises(RuntimeError, match=r"cannot run the kernels in .*: the kernel library "
@@ -180,7 +180,7 @@ def test_reference_fallbacks_on_cuda_warn_once(tmp_path, monkeypatch):
     """No slow path is silent: mode=None without a usable kernel library,
     and SparseMLA without a registered forward, each warn once per process
     with the reason and the fix."""
-    monkeypatch.setenv("SMLA_KERNEL_DIR", str(tmp_path / "none"))
+    smla.configure(kernel_dir=str(tmp_path / "none"))
     monkeypatch.setattr(_log, "_warned", set())
     p = problem(8, 16)
     with pytest.warns(smla.SmlaSlowPathWarning, match="reference backward .*kernel directory"):
@@ -188,7 +188,7 @@ def test_reference_fallbacks_on_cuda_warn_once(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error", smla.SmlaSlowPathWarning)
         smla.sparse_mla_bwd(**p)
-    monkeypatch.delenv("SMLA_KERNEL_DIR")
+    smla.configure(kernel_dir=None)
     prev = smla.set_forward(None)
     try:
         q = p["q"].detach().requires_grad_(True)

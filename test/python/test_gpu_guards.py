@@ -70,7 +70,7 @@ def test_nonfinite_rows_counted_exactly(name):
 @needs_compiled
 @pytest.mark.parametrize("pairs", ["on", "off"])
 def test_nonfinite_rows_counted_on_token_pairs(pairs, monkeypatch):
-    monkeypatch.setenv("SMLA_PAIRS", pairs)
+    smla.configure(pairs=pairs)
     p = blow_up(pair_problem(), [6, 7])
     dq, dkv, cnt = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled")
     assert cnt["nonfinite_rows"] == nonfinite_rows(dq, dkv) > 0
@@ -85,7 +85,7 @@ def test_nonfinite_rows_counted_on_h8_and_fp32_kernels(heads, pairs, dtype, monk
     """The library's H = 8 kernels (per token, and the 16-row token-pair
     kernel) and its D = 512 fp32-output kernels count exactly the rows they
     return non-finite, and none on clean inputs."""
-    monkeypatch.setenv("SMLA_PAIRS", pairs)
+    smla.configure(pairs=pairs)
     clean = config_problem(TOKENS[heads], heads, pairs=pairs == "on")
     kw = dict(diagnostics=True, mode="compiled", dq_dtype=dtype, dkv_dtype=dtype)
     assert smla.sparse_mla_bwd(**clean, **kw)[2]["nonfinite_rows"] == 0
@@ -123,15 +123,12 @@ def test_checked_mode_repairs_compiled_output(monkeypatch, caplog):
 @needs_compiled
 def test_checked_mode_agreement_check_on_the_gpu(monkeypatch):
     p = problem()
-    checked.configure(agreement_tokens=4)
-    try:
-        smla.sparse_mla_bwd(**p, mode="checked")  # the kernels agree
-        monkeypatch.setattr(checked, "_inject_corruption",
-                            lambda dq, dkv, call: (dq * 1000, dkv))
-        with pytest.raises(smla.OutputMismatchError, match="dq of tokens"):
-            smla.sparse_mla_bwd(**p, mode="checked")
-    finally:
-        checked.reset_configuration()
+    smla.configure(check_agreement=4)
+    smla.sparse_mla_bwd(**p, mode="checked")  # the kernels agree
+    monkeypatch.setattr(checked, "_inject_corruption",
+                        lambda dq, dkv, call: (dq * 1000, dkv))
+    with pytest.raises(smla.OutputMismatchError, match="dq of tokens"):
+        smla.sparse_mla_bwd(**p, mode="checked")
 
 
 # ---- more than 2^31 elements -------------------------------------------------
@@ -156,7 +153,7 @@ def test_q_beyond_2_31_elements_matches_reference_on_sampled_rows(H, pairs, monk
     need = T * H * (2 * W + 2 * D) * 2 + T * H * 8
     if _free_bytes() < need * 1.3:
         pytest.skip(f"needs {need / 2 ** 30:.1f} GiB of free GPU memory")
-    monkeypatch.setenv("SMLA_PAIRS", pairs)
+    smla.configure(pairs=pairs)
     gen = torch.Generator(device="cuda").manual_seed(0)
     q = torch.randn(T, H, W, device="cuda", generator=gen, dtype=torch.bfloat16)
     kv = torch.randn(S, 1, W, device="cuda", generator=gen, dtype=torch.bfloat16)

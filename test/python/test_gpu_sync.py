@@ -47,9 +47,7 @@ def run(p):
 def test_packed_training_never_synchronises(heads, monkeypatch):
     # The sorted-walk choice measures only when dkv exceeds the L2 size;
     # assume a small L2 so that it is measured here too.
-    monkeypatch.setenv("SMLA_WALK_L2_BYTES", str(1 << 20))
-    for name in ("SMLA_PAIRS", "SMLA_WALK", "SMLA_WALK_PERIOD"):
-        monkeypatch.delenv(name, raising=False)
+    smla.configure(walk_l2_bytes=1 << 20, pairs=None, walk=None, walk_period=None)
     K = 256
     sizes = [(T, T + 700) for T in range(256, 256 + 37 * 20, 37)]  # odd and even T
     calls = [packed_call(T, S, heads, K, seed) for seed, (T, S) in enumerate(sizes)]

@@ -1,5 +1,5 @@
-"""Kernels outside the shipped library (smla/_library.py): compiled on first
-use into the cache with the real smla-compile (when this checkout has built
+"""Kernels outside the shipped library that no padding serves
+(smla/_library.py): compiled on first use into the cache with the real smla-compile (when this checkout has built
 it: build/bin/smla-compile, or SMLA_TEST_COMPILER), found there by the next
 process without compiling again, and, without a compiler, an error that
 names the configuration and the command that builds it. Also the cache's
@@ -20,19 +20,22 @@ COMPILER = os.environ.get("SMLA_TEST_COMPILER") or os.path.join(ROOT, "build", "
                                                                 "smla-compile")
 PTXAS = "/usr/local/cuda/bin/ptxas"
 
-# A configuration the library does not hold (24 heads), and the call
-# arguments of smla._C.find_kernel for it.
-CONFIG = "d=512,dt=64,heads=24,groups=1,lse=base2,positions=1,dq=bf16,dkv=bf16"
-ARGS = (512, 64, 24, 1, False, True, False, False)
+# A configuration the library does not hold and no padding serves (G = 2:
+# the library's test shapes hold H = 4 with positions in bf16, and without
+# positions in fp32), and the call arguments of smla._C.find_kernel for it.
+CONFIG = "d=64,dt=32,heads=4,groups=2,lse=base2,positions=0,dq=bf16,dkv=bf16"
+ARGS = (64, 32, 4, 2, False, False, False)
 
 ENSURE = """
-import sys
+import torch
 from smla import _compiled, _library
+from smla.checks import Dims
 ext = _compiled.load()
 print("before", ext.find_kernel(*{args})[0])
 try:
-    _library.ensure_kernel(ext, *{args})
-    print("after", ext.find_kernel(*{args})[0])
+    heads = _library.plan(ext, Dims(T=1, H=4, G=2, K=1, S_kv=1, D=64, Dt=32), False,
+                          torch.bfloat16, torch.bfloat16)
+    print("after", ext.find_kernel(*{args})[0], heads)
 except RuntimeError as e:
     print("RuntimeError:", e)
 """
@@ -57,7 +60,7 @@ def test_config_string_and_lookup():
     found, config, why = ext.find_kernel(*ARGS)
     assert config == CONFIG
     if not found:
-        assert "no kernel variant matches the request kind=bwd d=512 dt=64 h=24" in why
+        assert "no kernel variant matches the request kind=bwd d=64 dt=32 h=4 g=2" in why
         assert f"has no kernel for the configuration {CONFIG}" in why
 
 
@@ -78,7 +81,7 @@ def test_compiles_a_missing_configuration_on_first_use(tmp_path):
     _needs_extension()
     env = dict(SMLA_CACHE_DIR=str(tmp_path), SMLA_COMPILER=COMPILER, SMLA_PTXAS=PTXAS)
     first = run(ENSURE.format(args=ARGS), **env)
-    assert "before False" in first.stdout and "after True" in first.stdout, first
+    assert "before False" in first.stdout and "after True 4" in first.stdout, first
     assert f"compiling the kernels for {CONFIG}" in first.stderr
     (entry,) = [p for p in (tmp_path / "kernels").glob("smla*/*") if p.is_dir()]
     manifest = json.loads((entry / "manifest.json").read_text())
@@ -87,7 +90,7 @@ def test_compiles_a_missing_configuration_on_first_use(tmp_path):
     assert not list((tmp_path / "kernels").glob("smla*/*.tmp-*"))
     # The next process finds it in the cache: nothing is compiled again.
     second = run(ENSURE.format(args=ARGS), **dict(env, SMLA_COMPILER="/nonexistent"))
-    assert "after True" in second.stdout and "compiling" not in second.stderr
+    assert "after True 4" in second.stdout and "compiling" not in second.stderr
 
 
 def test_publish_keeps_the_first_entry(tmp_path):

@@ -16,9 +16,7 @@ from smla.reference import reference_backend
 @pytest.fixture(autouse=True)
 def fresh_state():
     smla.reset_stats()
-    checked.reset_configuration()
-    yield
-    checked.reset_configuration()
+    smla.configure(check_lse=None, check_agreement=None)
 
 
 def forward_case(base, T=6, H=4, S=40, K=12, D=16, Dt=8, seed=5, positions=False):
@@ -69,7 +67,7 @@ def test_checked_mode_catches_flashmla_lse_given_as_base2():
             "lse_base='e'")):
         checked.checked_sparse_mla_bwd(*args, **kw, backend=reference_backend)
     assert smla.stats()["lse_other_base"] == 1
-    checked.configure(lse_tokens=0)  # off: the call goes through
+    smla.configure(check_lse=0)  # off: the call goes through
     checked.checked_sparse_mla_bwd(*args, **kw, backend=reference_backend)
 
 
