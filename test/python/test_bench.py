@@ -40,6 +40,116 @@ def test_bench_default_shapes_are_benchmarks_md():
         assert shape[2] == heads and shape[:2] + shape[3:] == b1[:2] + b1[3:]
 
 
+def _bench_module(name):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
+
+
+def test_bench_shapes_of_issues_47_and_50():
+    """B1d, H128d and GLM are B1, H128 and H16 on DSA-like indices; DSv4 is
+    DeepSeek-V4-Flash at TP1: 4096 tokens, 64 heads, 512-wide kv rows that
+    are K and V (Dt = 0), 4096 token rows + 1024 compressed rows, top-k 640.
+    Every shape has a tiny variant of the same index kind."""
+    shapes = _bench_module("shapes")
+    s = shapes.SHAPES
+    for name, base in (("B1d", "B1"), ("H128d", "H128"), ("GLM", "H16")):
+        assert s[name] == s[base][:7] + ("dsa",)
+    assert s["H32"] == (4096, 8192, 32, 1, 512, 64, 2048, "random")
+    assert s["DSv4"] == (4096, 5120, 64, 1, 512, 0, 640, "dsv4")
+    assert shapes.dsv4_window(640) == 128
+    assert set(s) == set(shapes.TINY)
+    for name in s:
+        assert shapes.TINY[name][7] == s[name][7]
+
+
+def test_bench_tiny_new_shapes_run(tmp_path):
+    out = tmp_path / "bench.json"
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "bench_bwd.py"), "--tiny", "--device", "cpu",
+         "--no-compile", "--shapes", "B1d", "H128d", "H32", "GLM", "DSv4", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert set(res["shapes"]) == {"B1d", "H128d", "H32", "GLM", "DSv4"}
+    for name, row in res["shapes"].items():
+        assert row["ms"]["reference"] > 0 and 0 < row["overlap"]["next_overlap"] <= 1
+    T, K, H, D = 64, 16, 8, 32
+    assert res["shapes"]["DSv4"]["flops"] == 2 * T * H * K * 5 * D
+    assert "an fp32 sink per head" in r.stdout
+
+
+def test_bench_quick_times_only_kernels_and_peers(tmp_path):
+    out = tmp_path / "bench.json"
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "bench_bwd.py"), "--tiny", "--device", "cpu",
+         "--quick", "--shapes", "B1", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["shapes"]["B1"]["ms"] == {}  # no kernels on a CPU
+
+
+def test_dsv4_problem_matches_a_float64_softmax_with_sink():
+    """shapes.make_problem's DSv4 out / lse against the definition: softmax
+    over the valid keys and the sink, lse_keys over the keys alone."""
+    import torch
+
+    shapes = _bench_module("shapes")
+    spec = shapes.TINY["DSv4"]
+    p = shapes.make_problem(spec, torch.device("cpu"), seed=1)
+    T, S, H, G, D, Dt, K, kind = spec
+    q, kv = p["q"].double(), p["kv2d"].double()
+    for t in (0, 5, 31, 63):
+        n = int(p["topk_length"][t])
+        keys = kv[p["idx2d"][t, :n].long()]  # [n, D]
+        s = q[t] @ keys.T * p["scale"]  # [H, n]
+        full = torch.cat([s, p["attn_sink"].double().view(H, 1)], dim=1)
+        lse = torch.logsumexp(full, dim=1)
+        o = torch.softmax(full, dim=1)[:, :n] @ keys
+        assert torch.allclose(p["lse"][t].double(), lse, atol=1e-4)
+        assert torch.allclose(p["lse_keys"][t].double(), torch.logsumexp(s, dim=1), atol=1e-4)
+        assert torch.allclose(p["o"][t].double(), o, atol=2e-2)
+    assert p["kv"].shape == (S, 1, D) and p["indices"].shape == (T, 1, K)
+    assert p["attn_sink"].dtype == torch.float32 and p["attn_sink"].shape == (H,)
+
+
+def test_cudnn_peer_dsv4_call(monkeypatch):
+    """cudnn_peer.sparse_attention_bwd calls cuDNN's wrapper as DeepSeek-V4's
+    trainers do (flat kv and indices, keys-only lse, the sink, topk_length)
+    and returns its three gradients."""
+    import types
+
+    import torch
+
+    calls = []
+
+    def wrapper(q, kv, out, dout, lse, attn_sink, topk_idxs, softmax_scale=None,
+                topk_length=None):
+        calls.append((q, kv, out, dout, lse, attn_sink, topk_idxs, softmax_scale, topk_length))
+        return {"dq": torch.zeros_like(q), "dkv": torch.zeros_like(kv),
+                "d_sink": torch.zeros_like(attn_sink)}
+
+    pkg = types.ModuleType("cudnn")
+    dsa = types.ModuleType("cudnn.deepseek_sparse_attention")
+    dsa.sparse_attention_backward_wrapper = wrapper
+    pkg.deepseek_sparse_attention = dsa
+    monkeypatch.setitem(sys.modules, "cudnn", pkg)
+    monkeypatch.setitem(sys.modules, "cudnn.deepseek_sparse_attention", dsa)
+    peer = _bench_module("cudnn_peer")
+    q, kv, o = torch.zeros(4, 2, 8), torch.zeros(6, 8), torch.zeros(4, 2, 8)
+    lse, sink = torch.zeros(4, 2), torch.ones(2)
+    idx, tl = torch.zeros(4, 3, dtype=torch.int32), torch.full((4,), 2, dtype=torch.int32)
+    dq, dkv, d_sink = peer.sparse_attention_bwd(q, kv, o, o, lse, sink, idx, 0.25, topk_length=tl)
+    assert dq.shape == q.shape and dkv.shape == kv.shape and d_sink.shape == sink.shape
+    (c,) = calls
+    assert c[1] is kv and c[4] is lse and c[5] is sink and c[6] is idx and c[8] is tl
+    assert c[7] == 0.25
+
+
 def test_bench_rotates_inputs():
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import bench_bwd
