@@ -11,8 +11,10 @@ compressed attention with a sink). Per shape it reports, for every backend
 available in this process, the median time over --iters runs after warm-up
 (CUDA events on a GPU; --rotate copies of the inputs are used in turn, so no
 run finds the last run's operands in L2), TFLOP/s with the project's flop
-count (smla.contract.flop_count) and the ratio of each backend's time to
-the compiled kernel's; plus the index set's overlap statistics
+count (smla.contract.flop_count), the ratio of each backend's time to the
+compiled kernel's and to the shape's floor (bench/floors.py: the larger of
+the dKV reductions at the red.global.add rate and the flops at the GEMM
+rate, both measured here); plus the index set's overlap statistics
 (smla.indices.overlap_stats on a 256-query sample at the last shard), and
 the machine limits (bf16 8192^3 GEMM, device copy bandwidth). On a GPU each
 backend's device memory beyond the tensors it returns is measured on one
@@ -55,6 +57,7 @@ from smla.contract import flop_count  # noqa: E402
 from smla.indices import overlap_stats  # noqa: E402
 from smla.reference import sparse_mla_bwd_reference  # noqa: E402
 
+import floors  # noqa: E402
 from shapes import DEFAULT_SHAPES, SHAPES, TINY, describe, make_problem  # noqa: E402,F401
 
 
@@ -246,7 +249,9 @@ def main(argv=None):
         flops = flop_count(T, H, K, D, Dt)
         print(f"\n{name}: {describe(spec)}; next-overlap {ov['next_overlap']:.3f}, "
               f"union8/K {ov['union_8']:.2f}, union64/K {ov['union_64']:.2f}")
-        row = {"overlap": ov, "flops": flops, "ms": {}, "rotate": rotate}
+        fl = floors.floor(p, spec, lim["gemm_tflops"], bench)
+        print(floors.describe(fl, lim["gemm_tflops"]), flush=True)
+        row = {"overlap": ov, "flops": flops, "floor": fl, "ms": {}, "rotate": rotate}
         copies = [p] + [{k: v.clone() if torch.is_tensor(v) else v for k, v in p.items()}
                         for _ in range(rotate - 1)]
         runs = [backends(c, args) for c in copies]
@@ -277,9 +282,11 @@ def main(argv=None):
                 with open(args.json, "w") as f:
                     json.dump(results, f, indent=2)
         base = row["ms"].get("compiled")
+        row["x_floor"] = {b: ms / fl["ms"] for b, ms in row["ms"].items()}
         for bname, ms in row["ms"].items():
             ratio = f"  {ms / base:6.2f}x compiled" if base else ""
-            print(f"  {bname:<20} {ms:10.3f} ms  {flops / ms / 1e9:10.4g} TFLOP/s{ratio}")
+            print(f"  {bname:<20} {ms:10.3f} ms  {flops / ms / 1e9:10.4g} TFLOP/s{ratio}  "
+                  f"{ms / fl['ms']:6.2f}x floor ({fl['kind']})")
         results["shapes"][name] = row
     if args.json:
         with open(args.json, "w") as f:

@@ -65,7 +65,7 @@ def test_bench_shapes_of_issues_47_and_50():
         assert shapes.TINY[name][7] == s[name][7]
 
 
-def test_bench_tiny_new_shapes_run(tmp_path):
+def test_bench_tiny_new_shapes_report_floors(tmp_path):
     out = tmp_path / "bench.json"
     r = subprocess.run(
         [sys.executable, os.path.join(ROOT, "bench", "bench_bwd.py"), "--tiny", "--device", "cpu",
@@ -76,10 +76,22 @@ def test_bench_tiny_new_shapes_run(tmp_path):
     res = json.loads(out.read_text())
     assert set(res["shapes"]) == {"B1d", "H128d", "H32", "GLM", "DSv4"}
     for name, row in res["shapes"].items():
+        fl = row["floor"]
         assert row["ms"]["reference"] > 0 and 0 < row["overlap"]["next_overlap"] <= 1
+        # no CUDA device: the reduction rate is not measured, the floor is the tensor floor
+        assert fl["kind"] == "tensor" and fl["ms"] == fl["tensor_ms"] > 0
+        assert "no CUDA device" in fl["rate"]["error"]
+        assert fl["bytes"]["group4"] <= fl["bytes"]["pair"] <= fl["bytes"]["token"]
+        assert row["x_floor"]["reference"] == row["ms"]["reference"] / fl["ms"]
+    dsv4 = res["shapes"]["DSv4"]
     T, K, H, D = 64, 16, 8, 32
-    assert res["shapes"]["DSv4"]["flops"] == 2 * T * H * K * 5 * D
-    assert "an fp32 sink per head" in r.stdout
+    assert dsv4["flops"] == 2 * T * H * K * 5 * D
+    # valid slots: a window of min(t+1, 8) + min((t+1)//4, 8) compressed keys
+    valid = sum(min(t + 1, 8) + min((t + 1) // 4, 8) for t in range(T))
+    assert dsv4["floor"]["bytes"]["token"] == valid * D * 4
+    assert dsv4["floor"]["flops_valid"] == 2 * H * 5 * D * valid
+    assert "floor's sharing assumption: one reduction per (token, valid slot)" in r.stdout
+    assert "x floor (tensor)" in r.stdout and "an fp32 sink per head" in r.stdout
 
 
 def test_bench_quick_times_only_kernels_and_peers(tmp_path):
@@ -148,6 +160,58 @@ def test_cudnn_peer_dsv4_call(monkeypatch):
     (c,) = calls
     assert c[1] is kv and c[4] is lse and c[5] is sink and c[6] is idx and c[8] is tl
     assert c[7] == 0.25
+
+
+def test_floors_count_valid_slots_and_unions():
+    """floors.slot_rows / reduction_bytes on a hand-made index set: invalid
+    and position-masked slots add nothing; the unions of pairs and groups
+    of 4 are what a kernel summing shared keys on chip would reduce."""
+    import torch
+
+    floors = _bench_module("floors")
+    idx = torch.tensor([[0, 1, 2, -1], [1, 2, 3, 9], [1, 2, 3, 4], [5, 6, 7, 8]],
+                       dtype=torch.int32).view(4, 1, 4)
+    rows, valid = floors.slot_rows(idx, 9)  # 9 is past S_kv
+    assert valid == 3 + 3 + 4 + 4 and rows[1].tolist() == [1, 2, 3, -1]
+    _, valid_pos = floors.slot_rows(idx, 9, torch.tensor([2, 2, 4, 8]))
+    assert valid_pos == 3 + 2 + 4 + 4
+    p = {"indices": idx, "q_positions": None}
+    b = floors.reduction_bytes(p, (4, 9, 2, 1, 4, 4, 4, "dsa"))
+    row = 8 * 4
+    assert b["token"] == 14 * row
+    assert b["pair"] == (4 + 8) * row  # {0,1,2,3} and {1,...,8}
+    assert b["group4"] == 9 * row and b["group4_union_per_k"] == 9 / 4
+    # the floor on a CPU: tensor only, and it says why
+    f = floors.floor({**p, "q": torch.zeros(1)}, (4, 9, 2, 1, 4, 4, 4, "dsa"), 1.0,
+                     timer=None)
+    assert f["kind"] == "tensor" and f["flops_valid"] == 14 * 2 * 2 * (8 + 3 * 8)
+    assert "no CUDA device" in floors.describe(f, 1.0)
+    # a measured rate that binds: the reduction floor, and the unions at that rate
+    slow = {"ms": 1.0, "tbps": 14 * row / 1e9, "how": "NVRTC", "grid": 132}
+    floors_rate = floors.reduction_rate
+    try:
+        floors.reduction_rate = lambda p, spec, timer: slow
+        f = floors.floor({**p, "q": torch.zeros(1)}, (4, 9, 2, 1, 4, 4, 4, "dsa"), 1e9,
+                         timer=None)
+    finally:
+        floors.reduction_rate = floors_rate
+    assert f["kind"] == "reduction" and f["ms"] == 1.0
+    assert f["pair_reduction_ms"] == 12 / 14 and f["group4_reduction_ms"] == 9 / 14
+    assert "floor 1.000 ms (reduction): reduction 1.000 ms" in floors.describe(f, 1e9)
+
+
+def test_floors_probe_kernel_compiles_for_sm90():
+    """The reduction probe's kernel compiles for SM90 with NVRTC (no device
+    needed); skipped where torch cannot load libnvrtc."""
+    import pytest
+
+    floors = _bench_module("floors")
+    try:
+        from torch.cuda._utils import _nvrtc_compile
+        binary, name = _nvrtc_compile(floors.kernel_source(), "smla_red_rows", "90")
+    except Exception as e:  # no libnvrtc on this machine
+        pytest.skip(f"NVRTC is not usable here: {e}")
+    assert name == "smla_red_rows" and len(binary) > 0
 
 
 def test_bench_rotates_inputs():
