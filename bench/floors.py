@@ -98,11 +98,14 @@ def _build():
             def launch(dkv, rows, tokens, slots, width, kv_rows, grid, block):
                 k(grid=(grid, 1, 1), block=(block, 1, 1),
                   args=[dkv, rows, tokens, slots, width, kv_rows])
+            _check(launch)
             return launch, "NVRTC (torch.cuda kernel compiler)"
         except Exception as e:  # no libnvrtc, or a compile error: try nvcc
-            reasons.append(f"NVRTC: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}")
+            reasons.append(f"NVRTC: {_last_line(e)}")
     else:
         reasons.append("NVRTC: this torch has no torch.cuda kernel compiler")
+    print(f"  floors: {reasons[-1]}; building the reduction probe with nvcc "
+          f"(torch.utils.cpp_extension, a minute or more)", flush=True)
     try:
         from torch.utils.cpp_extension import load_inline
 
@@ -111,10 +114,27 @@ def _build():
             cpp_sources="void launch(torch::Tensor, torch::Tensor, int64_t, int64_t, int64_t, "
                         "int64_t, int64_t, int64_t);",
             cuda_sources=_LAUNCHER, functions=["launch"], extra_cuda_cflags=["-O3"])
+        _check(mod.launch)
         return mod.launch, "nvcc (torch.utils.cpp_extension.load_inline)"
     except Exception as e:  # no nvcc / ninja / CUDA headers
-        reasons.append(f"nvcc: {str(e).strip().splitlines()[-1] if str(e).strip() else e!r}")
+        reasons.append(f"nvcc: {_last_line(e)}")
     return "could not build the reduction probe (" + "; ".join(reasons) + ")"
+
+
+def _last_line(e):
+    text = str(e).strip()
+    return text.splitlines()[-1] if text else repr(e)
+
+
+def _check(launch):
+    """One small launch: slots [1, -1, 1] of one token add two 40-float rows
+    (a whole line and a part line) to row 1 of three."""
+    dkv = torch.zeros(3, 40, dtype=torch.float32, device="cuda")
+    launch(dkv, torch.tensor([[1, -1, 1]], dtype=torch.int32, device="cuda"), 1, 3, 40, 3, 1, 64)
+    want = torch.zeros_like(dkv)
+    want[1] = 2 / 1024
+    if not torch.equal(dkv, want):
+        raise RuntimeError("the probe's test launch added the wrong values")
 
 
 def slot_rows(indices, s_kv, q_positions=None):
