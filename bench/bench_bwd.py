@@ -2,32 +2,38 @@
 
     python bench/bench_bwd.py                    # B1 B2 B2r B3 on the GPU
     python bench/bench_bwd.py --shapes B1 B2     # a subset
-    python bench/bench_bwd.py --shapes H32 H128  # B1 at H = 32 / 128 (no target)
+    python bench/bench_bwd.py --shapes B1d H128d GLM B2 DSv4 --cudnn --quick
     python bench/bench_bwd.py --tiny --device cpu   # smoke run, seconds on a CPU
 
-Per shape it reports, for every backend available in this process, the median
-time over --iters runs after warm-up (CUDA events on a GPU; --rotate copies of
-the inputs are used in turn, so no run finds the last run's operands in L2),
-TFLOP/s with the
-project's flop count (smla.contract.flop_count) and the ratio of each peer's
-time to the compiled kernel's; plus the index set's overlap statistics
-(smla.indices.overlap_stats on a 256-query sample at the last shard), and the
-machine limits (bf16 8192^3 GEMM, device copy bandwidth). On a GPU each
+The shapes and their problems are in bench/shapes.py (B1 B2 B2r B3, H16 H32
+H128 on random indices, B1d H128d GLM on DSA-like ones, DSv4: DeepSeek-V4's
+compressed attention with a sink). Per shape it reports, for every backend
+available in this process, the median time over --iters runs after warm-up
+(CUDA events on a GPU; --rotate copies of the inputs are used in turn, so no
+run finds the last run's operands in L2), TFLOP/s with the project's flop
+count (smla.contract.flop_count), the ratio of each backend's time to the
+compiled kernel's and to the shape's floor (bench/floors.py: the larger of
+the dKV reductions at the red.global.add rate and the flops at the GEMM
+rate, both measured here); plus the index set's overlap statistics
+(smla.indices.overlap_stats on a 256-query sample at the last shard), and
+the machine limits (bf16 8192^3 GEMM, device copy bandwidth). On a GPU each
 backend's device memory beyond the tensors it returns is measured on one
 more call (its allocator peak), next to the fp32 dKV buffer of the issue's
 bound.
 
 Backends: compiled (torch.ops.smla.sparse_mla_bwd via smla._compiled, if
-built; base-2 lse), compiled-lse-e (the same op given the natural-log lse,
---lse-e), reference (the chunked eager reference), compiled-reference
-(torch.compile of the reference; --no-compile skips it) and tilelang
-(--tilelang MODULE:FUNCTION naming a sparse_mla_bwd with Slime's unbatched
-signature, e.g. bench/tilelang_peer.py's; not run on shapes with query
-positions, which that signature lacks) and cudnn (--cudnn: cuDNN frontend's
-SM90 DSA backward, bench/cudnn_peer.py, given the natural-log lse and, for
-query positions, the slots past each query's position as -1). The
-compiled op's time
-includes Delta, the dKV cast and output allocation.
+built; base-2 lse; on DSv4 the cuDNN-shaped smla.sparse_attention_backward,
+given what cuDNN is given), compiled-lse-e (the same op given the
+natural-log lse, --lse-e), reference (the chunked eager reference),
+compiled-reference (torch.compile of the reference; --no-compile skips it)
+and tilelang (--tilelang MODULE:FUNCTION naming a sparse_mla_bwd with
+Slime's unbatched signature, e.g. bench/tilelang_peer.py's; not run on
+shapes with query positions or a sink, which that signature lacks) and cudnn
+(--cudnn: cuDNN frontend's SM90 DSA backward, bench/cudnn_peer.py, given the
+natural-log lse and, for query positions, the slots past each query's
+position as -1; on DSv4 with the sink and topk_length). The compiled op's
+time includes Delta, the dKV cast and output allocation. --quick times the
+compiled kernels and the peers only, 10 runs each.
 """
 
 from __future__ import annotations
@@ -45,56 +51,14 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
+import smla  # noqa: E402
 from smla import _compiled  # noqa: E402
-from smla.contract import default_sm_scale, flop_count  # noqa: E402
-from smla.indices import causal_random, dsa_like, overlap_stats, packed  # noqa: E402
-from smla.reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference  # noqa: E402
+from smla.contract import flop_count  # noqa: E402
+from smla.indices import overlap_stats  # noqa: E402
+from smla.reference import sparse_mla_bwd_reference  # noqa: E402
 
-# name: (T, S_kv, H, G, D, Dt, K, index kind)
-SHAPES = {
-    "B1": (4096, 8192, 64, 1, 512, 64, 2048, "random"),
-    "B2": (8192, 32768, 16, 1, 512, 64, 2048, "dsa"),
-    "B2r": (8192, 32768, 16, 1, 512, 64, 2048, "random"),
-    "B3": (4 * 2048, 8192, 16, 1, 512, 64, 2048, "packed"),
-}
-# B1 with the other head counts of the kernel library (H=128 as in
-# DeepSeek-V3.2); H16 is GLM-5.2's rank at TP4 on random indices over
-# S_kv = 16384 (docs/performance.md, "Shapes").
-for _heads in (32, 128):
-    SHAPES[f"H{_heads}"] = SHAPES["B1"][:2] + (_heads,) + SHAPES["B1"][3:]
-SHAPES["H16"] = (4096, 16384, 16, 1, 512, 64, 2048, "random")
-DEFAULT_SHAPES = ["B1", "B2", "B2r", "B3"]
-TINY = {
-    "B1": (64, 256, 8, 1, 32, 16, 64, "random"),
-    "B2": (64, 512, 4, 1, 32, 16, 64, "dsa"),
-    "B2r": (64, 512, 4, 1, 32, 16, 64, "random"),
-    "B3": (4 * 32, 128, 4, 1, 32, 16, 64, "packed"),
-}
-TINY["H32"] = TINY["B1"]
-TINY["H16"] = TINY["B2r"]
-TINY["H128"] = TINY["B1"][:2] + (16,) + TINY["B1"][3:]
-
-
-def make_problem(spec, device, seed=0):
-    T, S, H, G, D, Dt, K, kind = spec
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen).to(device=device, dtype=torch.bfloat16)
-
-    q_positions = None
-    if kind == "random":
-        idx = causal_random(T, S, K, seed=seed, groups=G, device=device)
-    elif kind == "dsa":
-        idx = dsa_like(T, S, K, seed=seed, groups=G, device=device)
-    else:
-        idx, q_positions, _ = packed([T // 4] * 4, K, kind="dsa", seed=seed, groups=G,
-                                     device=device)
-    q, kv, do = randn(T, H, D + Dt), randn(S, G, D + Dt), randn(T, H, D)
-    scale = default_sm_scale(D + Dt)
-    o, lse = sparse_mla_fwd_reference(q, kv, idx, scale, d_v=D, q_positions=q_positions)
-    return dict(q=q, kv=kv, o=o, do=do, indices=idx, lse=lse, scale=scale,
-                q_positions=q_positions)
+import floors  # noqa: E402
+from shapes import DEFAULT_SHAPES, SHAPES, TINY, describe, make_problem  # noqa: E402,F401
 
 
 def bench(fn, device, warmup, iters):
@@ -129,6 +93,8 @@ def bench(fn, device, warmup, iters):
 
 def backends(p, args):
     """name -> zero-argument callable running one backward."""
+    if p["kind"] == "dsv4":
+        return _dsv4_backends(p, args)
     t = (p["q"], p["kv"], p["o"], p["do"], p["indices"], p["lse"])
     qp, s = p["q_positions"], p["scale"]
     out = {}
@@ -138,26 +104,75 @@ def backends(p, args):
             dq_dtype=torch.bfloat16, dkv_dtype=torch.bfloat16)
     out["reference"] = lambda: sparse_mla_bwd_reference(*t, s, q_positions=qp)
     if not args.no_compile:
-        if not hasattr(args, "compiled_ref"):  # one compile for every input copy
-            args.compiled_ref = torch.compile(sparse_mla_bwd_reference, dynamic=False)
-        compiled_ref = args.compiled_ref
+        compiled_ref = _compiled_reference(args)
         out["compiled-reference"] = lambda: compiled_ref(*t, s, q_positions=qp)
     if p["q"].is_cuda and _compiled.is_available() and args.lse_e:
         lse_e = p["lse"] * math.log(2.0)
         out["compiled-lse-e"] = lambda: _compiled.sparse_mla_bwd(
             t[0], t[1], t[2], t[3], t[4], lse_e, sm_scale=s, lse_base="e",
             q_positions=qp, delta=None, dq_dtype=torch.bfloat16, dkv_dtype=torch.bfloat16)
-    if args.cudnn and p["q"].is_cuda:
+    if _cudnn_runs(p, args):
         import cudnn_peer
-        if cudnn_peer.available():
-            ops = cudnn_peer.prepare(p["q"], p["kv"], p["indices"], p["lse"], qp, lse_base=2)
-            out["cudnn"] = lambda: cudnn_peer.sparse_mla_bwd(
-                p["q"], ops[0], p["o"], p["do"], ops[1], ops[2], ops[3], s)
+        ops = cudnn_peer.prepare(p["q"], p["kv"], p["indices"], p["lse"], qp, lse_base=2)
+        out["cudnn"] = lambda: cudnn_peer.sparse_mla_bwd(
+            p["q"], ops[0], p["o"], p["do"], ops[1], ops[2], ops[3], s)
     if args.tilelang and qp is None:  # Slime's TileLang signature has no positions
         mod, _, name = args.tilelang.partition(":")
         tl = getattr(importlib.import_module(mod), name or "sparse_mla_bwd")
         out["tilelang"] = lambda: tl(*t, sm_scale=s)
     return out
+
+
+def _dsv4_backends(p, args):
+    """DSv4's backends. The cuDNN-shaped entry points (smla's and cuDNN's)
+    take flat kv / indices, the lse over the keys only (natural log),
+    the sink and topk_length; the reference takes the sink-inclusive lse,
+    with which dq and dkv are its usual formulas (d_sink, O(T H), is not
+    part of its time)."""
+    q, o, do, s = p["q"], p["o"], p["do"], p["scale"]
+    flat = (p["kv2d"], o, do, p["lse_keys"], p["attn_sink"], p["idx2d"])
+    out = {}
+    entry = getattr(smla, "sparse_attention_backward", None)
+    if q.is_cuda and entry is not None:
+        out["compiled"] = lambda: entry(q, *flat, softmax_scale=s, topk_length=p["topk_length"])
+    t = (q, p["kv"], o, do, p["indices"], p["lse"])
+    out["reference"] = lambda: sparse_mla_bwd_reference(*t, s, lse_base="e")
+    if not args.no_compile:
+        compiled_ref = _compiled_reference(args)
+        out["compiled-reference"] = lambda: compiled_ref(*t, s, lse_base="e")
+    if _cudnn_runs(p, args):
+        import cudnn_peer
+        out["cudnn"] = lambda: cudnn_peer.sparse_attention_bwd(
+            q, *flat, s, topk_length=p["topk_length"])
+    return out
+
+
+def _compiled_reference(args):
+    if not hasattr(args, "compiled_ref"):  # one compile for every input copy
+        args.compiled_ref = torch.compile(sparse_mla_bwd_reference, dynamic=False)
+    return args.compiled_ref
+
+
+def _cudnn_runs(p, args):
+    if not (args.cudnn and p["q"].is_cuda):
+        return False
+    import cudnn_peer
+    return cudnn_peer.available()
+
+
+def not_run(p, args, present):
+    """Lines saying which requested backends this shape does not run, and why."""
+    notes = []
+    if p["kind"] == "dsv4" and p["q"].is_cuda and "compiled" not in present:
+        notes.append("compiled: not run (this smla has no smla.sparse_attention_backward, the "
+                     "cuDNN-shaped entry point with sinks that DSv4 needs: issue 50)")
+    if args.tilelang and "tilelang" not in present:
+        why = "a sink" if p["kind"] == "dsv4" else "query positions"
+        notes.append(f"tilelang: not run (this shape has {why}, which the peer does not take)")
+    if args.cudnn and "cudnn" not in present:
+        notes.append("cudnn: not run (cuDNN frontend's DSA backward does not import here, or "
+                     "this is not an SM90 GPU: bench/cudnn_peer.py)")
+    return notes
 
 
 def extra_memory(fn, device):
@@ -193,8 +208,12 @@ def main(argv=None):
                     help="default: the shapes with targets, B1 B2 B2r B3")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--tiny", action="store_true", help="small shapes (smoke test)")
-    ap.add_argument("--iters", type=int, default=None, help="timed runs (default 20; tiny 2)")
-    ap.add_argument("--warmup", type=int, default=None, help="default 3; tiny 1")
+    ap.add_argument("--quick", action="store_true",
+                    help="only the compiled kernels and the peers (compiled, compiled-lse-e, "
+                         "cudnn, tilelang), 10 timed runs after 2 warm-up runs")
+    ap.add_argument("--iters", type=int, default=None,
+                    help="timed runs (default 20; --quick 10; tiny 2)")
+    ap.add_argument("--warmup", type=int, default=None, help="default 3; --quick 2; tiny 1")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile(reference)")
     ap.add_argument("--tilelang", default=None, help="MODULE:FUNCTION of a TileLang peer")
     ap.add_argument("--cudnn", action="store_true",
@@ -209,8 +228,12 @@ def main(argv=None):
                     help="copies of the inputs run in turn (default 3; tiny 1)")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
-    iters = args.iters or (2 if args.tiny else 20)
-    warmup = args.warmup if args.warmup is not None else (1 if args.tiny else 3)
+    if args.quick:
+        args.no_compile = True
+        args.backends = args.backends or ["compiled", "compiled-lse-e", "cudnn", "tilelang"]
+    iters = args.iters or (2 if args.tiny else 10 if args.quick else 20)
+    warmup = args.warmup if args.warmup is not None else (
+        1 if args.tiny else 2 if args.quick else 3)
     table = TINY if args.tiny else SHAPES
     rotate = max(1, args.rotate or (1 if args.tiny else 3))
 
@@ -224,36 +247,46 @@ def main(argv=None):
         p = make_problem(spec, device)
         ov = overlap_stats(p["indices"], sample=256, s_kv=S)
         flops = flop_count(T, H, K, D, Dt)
-        print(f"\n{name}: T={T} S_kv={S} H={H} G={G} D+Dt={D}+{Dt} K={K} indices={kind}; "
-              f"next-overlap {ov['next_overlap']:.3f}, union8/K {ov['union_8']:.2f}, "
-              f"union64/K {ov['union_64']:.2f}")
-        row = {"overlap": ov, "flops": flops, "ms": {}, "rotate": rotate}
+        print(f"\n{name}: {describe(spec)}; next-overlap {ov['next_overlap']:.3f}, "
+              f"union8/K {ov['union_8']:.2f}, union64/K {ov['union_64']:.2f}")
+        fl = floors.floor(p, spec, lim["gemm_tflops"], bench)
+        print(floors.describe(fl, lim["gemm_tflops"]), flush=True)
+        row = {"overlap": ov, "flops": flops, "floor": fl, "ms": {}, "rotate": rotate}
         copies = [p] + [{k: v.clone() if torch.is_tensor(v) else v for k, v in p.items()}
                         for _ in range(rotate - 1)]
         runs = [backends(c, args) for c in copies]
-        if args.tilelang and "tilelang" not in runs[0]:
-            print("  tilelang: not run (this shape has query positions, which the peer "
-                  "does not take)")
+        for note in not_run(p, args, runs[0]):
+            print(f"  {note}")
+            row.setdefault("not_run", []).append(note)
         for bname in runs[0]:
             if args.backends and bname not in args.backends:
                 continue
+            before = smla.stats()
             ms = bench([r[bname] for r in runs], device, warmup, iters)
             row["ms"][bname] = ms
             extra = extra_memory(runs[0][bname], device)
+            slow = {m: smla.stats()[f"calls_{m}"] - before[f"calls_{m}"]
+                    for m in ("checked", "reference")}
             note = ""
             if extra is not None:
                 row.setdefault("extra_mib", {})[bname] = extra / 2 ** 20
                 note = (f", {extra / 2 ** 20:.1f} MiB beyond its outputs (fp32 dKV "
                         f"{S * G * (D + Dt) * 4 / 2 ** 20:.1f} MiB)")
+            if bname == "compiled" and any(slow.values()):
+                row.setdefault("modes", {})[bname] = slow
+                note += (f"; NOT the compiled kernels: {slow['reference']} calls ran in "
+                         f"reference mode, {slow['checked']} in checked mode")
             print(f"  measured {bname}: {ms:.3f} ms{note}", flush=True)
             if args.json:  # partial results survive a time-out
                 results["shapes"][name] = row
                 with open(args.json, "w") as f:
                     json.dump(results, f, indent=2)
         base = row["ms"].get("compiled")
+        row["x_floor"] = {b: ms / fl["ms"] for b, ms in row["ms"].items()}
         for bname, ms in row["ms"].items():
             ratio = f"  {ms / base:6.2f}x compiled" if base else ""
-            print(f"  {bname:<20} {ms:10.3f} ms  {flops / ms / 1e9:10.4g} TFLOP/s{ratio}")
+            print(f"  {bname:<20} {ms:10.3f} ms  {flops / ms / 1e9:10.4g} TFLOP/s{ratio}  "
+                  f"{ms / fl['ms']:6.2f}x floor ({fl['kind']})")
         results["shapes"][name] = row
     if args.json:
         with open(args.json, "w") as f:

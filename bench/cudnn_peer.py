@@ -9,8 +9,8 @@ machine without network. A call here does what the compiled op's call
 does: Delta (cuDNN's preprocess kernel), the fp32 dKV zero fill, the
 backward, the dKV cast, the outputs' allocation.
 
-The peer's contract differs from smla's in three ways, which this adapter
-bridges without changing the work:
+On the MLA shapes the peer's contract differs from smla's in three ways,
+which this adapter bridges without changing the work:
 
 * lse is in nats (smla's ``lse_base=e``); the harness's lse is base 2, so
   it is converted once per shape, outside the timed call;
@@ -19,6 +19,11 @@ bridges without changing the work:
   position becomes -1 (cuDNN skips it as smla masks it), converted once
   per shape. The attention sink is -inf for every head (no sink), so
   cuDNN's d_sink is 0 and its gradients are the backward smla computes.
+
+On DeepSeek-V4's shape (sparse_attention_bwd) it is called as its trainers
+call it: flat kv [S_kv, 512] serving as K and V, the lse over the keys only
+(natural log; the wrapper folds the sink into it), an fp32 sink per head,
+per-row ``topk_length``; it returns d_sink too.
 """
 
 from __future__ import annotations
@@ -64,3 +69,15 @@ def sparse_mla_bwd(q, kv2d, o, do, idx2d, lse_e, sink, sm_scale):
     out = sparse_attention_backward_wrapper(
         q, kv2d, o, do, lse_e, sink, idx2d, softmax_scale=float(sm_scale))
     return out["dq"], out["dkv"].unsqueeze(1)
+
+
+def sparse_attention_bwd(q, kv2d, o, do, lse_keys, attn_sink, idx2d, sm_scale, topk_length=None):
+    """(dq, dkv [S_kv, D], d_sink [H]) from cuDNN's SM90 backward with the
+    sink on: lse_keys natural-log over the keys only, attn_sink fp32 [H],
+    topk_length int32 [T] (each row's valid prefix of idx2d) or None."""
+    from cudnn.deepseek_sparse_attention import sparse_attention_backward_wrapper
+
+    out = sparse_attention_backward_wrapper(
+        q, kv2d, o, do, lse_keys, attn_sink, idx2d, softmax_scale=float(sm_scale),
+        topk_length=topk_length)
+    return out["dq"], out["dkv"], out["d_sink"]

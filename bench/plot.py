@@ -26,17 +26,21 @@ def load(files):
 
 def table(shapes, gemm) -> str:
     """One line per (shape, implementation): ms, TFLOP/s, ratio to compiled,
-    fraction of the bf16 GEMM ceiling measured in the same runs."""
+    fraction of the bf16 GEMM ceiling measured in the same runs, and the
+    time as a multiple of the shape's floor where the file has one
+    (bench/floors.py)."""
     ceiling = sum(gemm) / len(gemm) if gemm else float("nan")
     lines = [f"{'shape':<6} {'implementation':<20} {'ms':>10} {'TFLOP/s':>9} "
-             f"{'vs compiled':>12} {'of GEMM':>8}"]
+             f"{'vs compiled':>12} {'of GEMM':>8} {'of floor':>16}"]
     for name, row in shapes.items():
         base = row["ms"].get("compiled")
+        floor = row.get("floor")
         for impl, ms in row["ms"].items():
             tf = row["flops"] / ms / 1e9
             ratio = f"{ms / base:.2f}x" if base else "-"
+            of_floor = f"{ms / floor['ms']:.2f}x {floor['kind']}" if floor else "-"
             lines.append(f"{name:<6} {impl:<20} {ms:10.3f} {tf:9.1f} {ratio:>12} "
-                         f"{tf / ceiling:8.1%}")
+                         f"{tf / ceiling:8.1%} {of_floor:>16}")
     return "\n".join(lines)
 
 

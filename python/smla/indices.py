@@ -13,6 +13,10 @@ positions) and may only select keys <= its position.
   and including pos) are always taken, the remaining slots go to the
   highest-scoring earlier keys. Defaults sigma=1, L=128, b=0.25, W=128.
 * packed: THD-packed sequences; per-sequence causal, absolute q_positions.
+* dsv4_like: DeepSeek-V4's compressed sparse attention (a recent window of
+  uncompressed keys plus the top keys of a compressed sequence, one kv
+  tensor holding both; its docstring states the layout) with per-row
+  valid counts (``topk_length``).
 * cp_positions: the positions rank r of a zigzag context-parallel group holds.
 
 Results are deterministic for a given (seed, device, shapes): draws come from
@@ -200,3 +204,56 @@ def overlap_stats(
     for bs in block_sizes:
         stats[f"union_{bs}"] = un_sum[bs] / un_n[bs] if un_n[bs] else float("nan")
     return stats
+
+
+def dsv4_like(
+    T: int, *, window: int = 128, compressed_topk: int = 512, ratio: int = 4, seed: int = 0,
+    sigma: float = 1.0, L: int = 128, b: float = 0.25, device="cpu",
+) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Indices of one DeepSeek-V4 compressed-attention layer (ratio 4, with
+    an indexer) over a sequence of T tokens that are also the T queries.
+
+    The layout is the one DeepSeek-V4's trainers build (miles'
+    ``miles_plugins/models/deepseek_v4/ARCHITECTURE.md``, sections 1.5-1.6;
+    Megatron-LM's DSv4 ``build_flat_topk_idxs`` packs the same rows for
+    cuDNN's backward): one kv tensor of S_kv = T + T // ratio rows,
+
+    * rows [0, T): the uncompressed kv of every token (token t at row t);
+    * rows [T, T + T // ratio): the compressed keys, key c (row T + c)
+      pooled from tokens [c * ratio, (c + 1) * ratio); it exists for query
+      t only when c < (t + 1) // ratio (its tokens are all <= t).
+
+    Query t takes the window rows max(0, t - window + 1) .. t (ascending),
+    then the ``compressed_topk`` compressed keys its indexer scores highest
+    (fewer when fewer exist), highest first. The indexer's scores follow
+    dsa_like's model over the compressed keys, with query t at compressed
+    position (t + 1) // ratio - 1, no always-taken recent window, and drift
+    anchors every L tokens (L // ratio compressed positions). Each row's valid
+    slots come first, then -1 (Megatron-LM's compaction), so
+    ``topk_length[t] = min(t + 1, window) + min((t + 1) // ratio, compressed_topk)``.
+
+    Returns (indices int32 [T, 1, window + compressed_topk],
+    topk_length int32 [T]).
+    """
+    if T < 1 or window < 1 or compressed_topk < 1 or ratio < 1:
+        raise ValueError(
+            f"smla.indices.dsv4_like: T, window, compressed_topk and ratio must be >= 1, got "
+            f"T={T}, window={window}, compressed_topk={compressed_topk}, ratio={ratio}")
+    t = torch.arange(T, device=device, dtype=torch.int64)
+    win = (t - window + 1).clamp(min=0).view(-1, 1) + torch.arange(window, device=device)
+    win = torch.where(win <= t.view(-1, 1), win, -1)
+    n_comp = T // ratio
+    comp = torch.full((T, compressed_topk), -1, dtype=torch.int64, device=device)
+    seen = (t + 1) // ratio  # compressed keys that exist for query t
+    rows = seen > 0
+    if n_comp and bool(rows.any()):
+        picked = dsa_like(int(rows.sum()), n_comp, compressed_topk, seed=seed,
+                          positions=seen[rows] - 1, sigma=sigma, L=max(1, L // ratio), b=b,
+                          W=0, device=device)[:, 0].long()
+        comp[rows] = torch.where(picked >= 0, picked + T, -1)
+    idx = torch.cat([win, comp], dim=1)
+    # Valid slots first, each part keeping its order (a stable sort on "is -1").
+    order = torch.sort((idx < 0).to(torch.int8), dim=1, stable=True).indices
+    idx = idx.gather(1, order)
+    topk_length = (idx >= 0).sum(1).to(torch.int32)
+    return idx.to(torch.int32).unsqueeze(1).contiguous(), topk_length

@@ -40,6 +40,180 @@ def test_bench_default_shapes_are_benchmarks_md():
         assert shape[2] == heads and shape[:2] + shape[3:] == b1[:2] + b1[3:]
 
 
+def _bench_module(name):
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
+
+
+def test_bench_shapes_of_issues_47_and_50():
+    """B1d, H128d and GLM are B1, H128 and H16 on DSA-like indices; DSv4 is
+    DeepSeek-V4-Flash at TP1: 4096 tokens, 64 heads, 512-wide kv rows that
+    are K and V (Dt = 0), 4096 token rows + 1024 compressed rows, top-k 640.
+    Every shape has a tiny variant of the same index kind."""
+    shapes = _bench_module("shapes")
+    s = shapes.SHAPES
+    for name, base in (("B1d", "B1"), ("H128d", "H128"), ("GLM", "H16")):
+        assert s[name] == s[base][:7] + ("dsa",)
+    assert s["H32"] == (4096, 8192, 32, 1, 512, 64, 2048, "random")
+    assert s["DSv4"] == (4096, 5120, 64, 1, 512, 0, 640, "dsv4")
+    assert shapes.dsv4_window(640) == 128
+    assert set(s) == set(shapes.TINY)
+    for name in s:
+        assert shapes.TINY[name][7] == s[name][7]
+
+
+def test_bench_tiny_new_shapes_report_floors(tmp_path):
+    out = tmp_path / "bench.json"
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "bench_bwd.py"), "--tiny", "--device", "cpu",
+         "--no-compile", "--shapes", "B1d", "H128d", "H32", "GLM", "DSv4", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert set(res["shapes"]) == {"B1d", "H128d", "H32", "GLM", "DSv4"}
+    for name, row in res["shapes"].items():
+        fl = row["floor"]
+        assert row["ms"]["reference"] > 0 and 0 < row["overlap"]["next_overlap"] <= 1
+        # no CUDA device: the reduction rate is not measured, the floor is the tensor floor
+        assert fl["kind"] == "tensor" and fl["ms"] == fl["tensor_ms"] > 0
+        assert "no CUDA device" in fl["rate"]["error"]
+        assert fl["bytes"]["group4"] <= fl["bytes"]["pair"] <= fl["bytes"]["token"]
+        assert row["x_floor"]["reference"] == row["ms"]["reference"] / fl["ms"]
+    dsv4 = res["shapes"]["DSv4"]
+    T, K, H, D = 64, 16, 8, 32
+    assert dsv4["flops"] == 2 * T * H * K * 5 * D
+    # valid slots: a window of min(t+1, 8) + min((t+1)//4, 8) compressed keys
+    valid = sum(min(t + 1, 8) + min((t + 1) // 4, 8) for t in range(T))
+    assert dsv4["floor"]["bytes"]["token"] == valid * D * 4
+    assert dsv4["floor"]["flops_valid"] == 2 * H * 5 * D * valid
+    assert "floor's sharing assumption: one reduction per (token, valid slot)" in r.stdout
+    assert "x floor (tensor)" in r.stdout and "an fp32 sink per head" in r.stdout
+
+
+def test_bench_quick_times_only_kernels_and_peers(tmp_path):
+    out = tmp_path / "bench.json"
+    r = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "bench_bwd.py"), "--tiny", "--device", "cpu",
+         "--quick", "--shapes", "B1", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+    assert json.loads(out.read_text())["shapes"]["B1"]["ms"] == {}  # no kernels on a CPU
+
+
+def test_dsv4_problem_matches_a_float64_softmax_with_sink():
+    """shapes.make_problem's DSv4 out / lse against the definition: softmax
+    over the valid keys and the sink, lse_keys over the keys alone."""
+    import torch
+
+    shapes = _bench_module("shapes")
+    spec = shapes.TINY["DSv4"]
+    p = shapes.make_problem(spec, torch.device("cpu"), seed=1)
+    T, S, H, G, D, Dt, K, kind = spec
+    q, kv = p["q"].double(), p["kv2d"].double()
+    for t in (0, 5, 31, 63):
+        n = int(p["topk_length"][t])
+        keys = kv[p["idx2d"][t, :n].long()]  # [n, D]
+        s = q[t] @ keys.T * p["scale"]  # [H, n]
+        full = torch.cat([s, p["attn_sink"].double().view(H, 1)], dim=1)
+        lse = torch.logsumexp(full, dim=1)
+        o = torch.softmax(full, dim=1)[:, :n] @ keys
+        assert torch.allclose(p["lse"][t].double(), lse, atol=1e-4)
+        assert torch.allclose(p["lse_keys"][t].double(), torch.logsumexp(s, dim=1), atol=1e-4)
+        assert torch.allclose(p["o"][t].double(), o, atol=2e-2)
+    assert p["kv"].shape == (S, 1, D) and p["indices"].shape == (T, 1, K)
+    assert p["attn_sink"].dtype == torch.float32 and p["attn_sink"].shape == (H,)
+
+
+def test_cudnn_peer_dsv4_call(monkeypatch):
+    """cudnn_peer.sparse_attention_bwd calls cuDNN's wrapper as DeepSeek-V4's
+    trainers do (flat kv and indices, keys-only lse, the sink, topk_length)
+    and returns its three gradients."""
+    import types
+
+    import torch
+
+    calls = []
+
+    def wrapper(q, kv, out, dout, lse, attn_sink, topk_idxs, softmax_scale=None,
+                topk_length=None):
+        calls.append((q, kv, out, dout, lse, attn_sink, topk_idxs, softmax_scale, topk_length))
+        return {"dq": torch.zeros_like(q), "dkv": torch.zeros_like(kv),
+                "d_sink": torch.zeros_like(attn_sink)}
+
+    pkg = types.ModuleType("cudnn")
+    dsa = types.ModuleType("cudnn.deepseek_sparse_attention")
+    dsa.sparse_attention_backward_wrapper = wrapper
+    pkg.deepseek_sparse_attention = dsa
+    monkeypatch.setitem(sys.modules, "cudnn", pkg)
+    monkeypatch.setitem(sys.modules, "cudnn.deepseek_sparse_attention", dsa)
+    peer = _bench_module("cudnn_peer")
+    q, kv, o = torch.zeros(4, 2, 8), torch.zeros(6, 8), torch.zeros(4, 2, 8)
+    lse, sink = torch.zeros(4, 2), torch.ones(2)
+    idx, tl = torch.zeros(4, 3, dtype=torch.int32), torch.full((4,), 2, dtype=torch.int32)
+    dq, dkv, d_sink = peer.sparse_attention_bwd(q, kv, o, o, lse, sink, idx, 0.25, topk_length=tl)
+    assert dq.shape == q.shape and dkv.shape == kv.shape and d_sink.shape == sink.shape
+    (c,) = calls
+    assert c[1] is kv and c[4] is lse and c[5] is sink and c[6] is idx and c[8] is tl
+    assert c[7] == 0.25
+
+
+def test_floors_count_valid_slots_and_unions():
+    """floors.slot_rows / reduction_bytes on a hand-made index set: invalid
+    and position-masked slots add nothing; the unions of pairs and groups
+    of 4 are what a kernel summing shared keys on chip would reduce."""
+    import torch
+
+    floors = _bench_module("floors")
+    idx = torch.tensor([[0, 1, 2, -1], [1, 2, 3, 9], [1, 2, 3, 4], [5, 6, 7, 8]],
+                       dtype=torch.int32).view(4, 1, 4)
+    rows, valid = floors.slot_rows(idx, 9)  # 9 is past S_kv
+    assert valid == 3 + 3 + 4 + 4 and rows[1].tolist() == [1, 2, 3, -1]
+    _, valid_pos = floors.slot_rows(idx, 9, torch.tensor([2, 2, 4, 8]))
+    assert valid_pos == 3 + 2 + 4 + 4
+    p = {"indices": idx, "q_positions": None}
+    b = floors.reduction_bytes(p, (4, 9, 2, 1, 4, 4, 4, "dsa"))
+    row = 8 * 4
+    assert b["token"] == 14 * row
+    assert b["pair"] == (4 + 8) * row  # {0,1,2,3} and {1,...,8}
+    assert b["group4"] == 9 * row and b["group4_union_per_k"] == 9 / 4
+    # the floor on a CPU: tensor only, and it says why
+    f = floors.floor({**p, "q": torch.zeros(1)}, (4, 9, 2, 1, 4, 4, 4, "dsa"), 1.0,
+                     timer=None)
+    assert f["kind"] == "tensor" and f["flops_valid"] == 14 * 2 * 2 * (8 + 3 * 8)
+    assert "no CUDA device" in floors.describe(f, 1.0)
+    # a measured rate that binds: the reduction floor, and the unions at that rate
+    slow = {"ms": 1.0, "tbps": 14 * row / 1e9, "how": "NVRTC", "grid": 132}
+    floors_rate = floors.reduction_rate
+    try:
+        floors.reduction_rate = lambda p, spec, timer: slow
+        f = floors.floor({**p, "q": torch.zeros(1)}, (4, 9, 2, 1, 4, 4, 4, "dsa"), 1e9,
+                         timer=None)
+    finally:
+        floors.reduction_rate = floors_rate
+    assert f["kind"] == "reduction" and f["ms"] == 1.0
+    assert f["pair_reduction_ms"] == 12 / 14 and f["group4_reduction_ms"] == 9 / 14
+    assert "floor 1.000 ms (reduction): reduction 1.000 ms" in floors.describe(f, 1e9)
+
+
+def test_floors_probe_kernel_compiles_for_sm90():
+    """The reduction probe's kernel compiles for SM90 with NVRTC (no device
+    needed); skipped where torch cannot load libnvrtc."""
+    import pytest
+
+    floors = _bench_module("floors")
+    try:
+        from torch.cuda._utils import _nvrtc_compile
+        binary, name = _nvrtc_compile(floors.kernel_source(), "smla_red_rows", "90")
+    except Exception as e:  # no libnvrtc on this machine
+        pytest.skip(f"NVRTC is not usable here: {e}")
+    assert name == "smla_red_rows" and len(binary) > 0
+
+
 def test_bench_rotates_inputs():
     sys.path.insert(0, os.path.join(ROOT, "bench"))
     import bench_bwd
