@@ -27,7 +27,8 @@ EXP2_CLAMP: float = 32.0
 # Names of the guard counters, in the order a compiled kernel reports them
 # (the `counters` buffer of smla.sparse_attention_bwd). Each counts how often
 # one guard fired:
-#   invalid_slots: real slots (t, g, j), j < K, that fail the validity rule;
+#   invalid_slots: slots (t, g, j) of a token (j < K, and j < topk_length[t]
+#                  when lengths are given) that fail the validity rule;
 #   dead_rows:     rows (t, h) whose lse is not finite (+inf, -inf or NaN);
 #                  a row with a finite lse but no valid slot is just as dead,
 #                  but there it is the slot guard that fired (K times);
@@ -107,20 +108,67 @@ def sm_scale_error(sm_scale) -> str:
             f"sm_scale <= {SM_SCALE_MAX:g}), got {sm_scale!r}")
 
 
+def token_slots(
+    indices: torch.Tensor, topk_length: Optional[torch.Tensor] = None
+) -> Optional[torch.Tensor]:
+    """Boolean mask of the slots a token has, broadcastable to ``indices``
+    ([T, G, K]): slot j of token t exists iff j < min(K, max(0,
+    topk_length[t])). None when ``topk_length`` is None (every one of the K
+    slots exists). A slot past a token's length is not a slot: never
+    dereferenced, contributing nothing, not counted as invalid."""
+    if topk_length is None:
+        return None
+    K = indices.shape[-1]
+    j = torch.arange(K, device=indices.device)
+    n = topk_length.to(device=indices.device, dtype=torch.int64).clamp(0, K)
+    return j < n.view(-1, *([1] * (indices.dim() - 1)))
+
+
 def slot_validity(
-    indices: torch.Tensor, s_kv: int, q_positions: Optional[torch.Tensor] = None
+    indices: torch.Tensor, s_kv: int, q_positions: Optional[torch.Tensor] = None,
+    topk_length: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
     """Boolean mask of valid slots, same shape as ``indices`` ([T, G, K]).
 
-    Slot (t, g, j) is valid iff 0 <= indices[t,g,j] < s_kv and, when
-    q_positions ([T]) is given, indices[t,g,j] <= q_positions[t].
+    Slot (t, g, j) is valid iff it is one of the token's slots (token_slots:
+    j < topk_length[t] when lengths are given), 0 <= indices[t,g,j] < s_kv
+    and, when q_positions ([T]) is given, indices[t,g,j] <= q_positions[t].
     Duplicate indices are each a valid slot (they count once per slot).
     """
     valid = (indices >= 0) & (indices < s_kv)
     if q_positions is not None:
         pos = q_positions.to(indices.dtype).view(-1, *([1] * (indices.dim() - 1)))
         valid &= indices <= pos
+    exists = token_slots(indices, topk_length)
+    if exists is not None:
+        valid &= exists
     return valid
+
+
+def invalid_slot_count(indices: torch.Tensor, valid: torch.Tensor,
+                       topk_length: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The ``invalid_slots`` counter's count over ``indices`` (a scalar
+    tensor): the token's slots (token_slots) that ``valid`` (slot_validity)
+    rejects."""
+    exists = token_slots(indices, topk_length)
+    bad = ~valid if exists is None else exists & ~valid
+    return bad.sum()
+
+
+def lse_with_sink(lse_keys: torch.Tensor, attn_sink: Optional[torch.Tensor],
+                  lse_base: LseBase) -> torch.Tensor:
+    """The sink-inclusive lse ([..., H], in ``lse_base``) from the lse over
+    the keys only and a per-head sink (``attn_sink`` [H], a natural-log
+    logit like s * scale, entering the softmax's denominator only):
+    log(sum_j exp(s_j scale) + exp(sink_h)) in the base of ``lse_keys``.
+    A row without valid keys (lse_keys = -inf) gets the sink itself; +inf
+    or NaN stay non-finite (dead rows); a -inf sink is no sink."""
+    if attn_sink is None:
+        return lse_keys
+    sink = attn_sink.to(lse_keys.dtype)
+    if normalize_lse_base(lse_base) == 2:
+        return torch.logaddexp2(lse_keys, sink * LOG2E)
+    return torch.logaddexp(lse_keys, sink)
 
 
 def nonfinite_row_mask(t: torch.Tensor) -> torch.Tensor:

@@ -14,8 +14,15 @@ Conventions
   gather and their contribution is *selected* away with torch.where (never
   multiplied by a mask, since inf*0 = NaN).
 * Forward, dead rows: a (t, h) row whose group has no valid slot gets
-  out = 0 and lse = -inf (in either base). The backward treats any row with a
-  non-finite lse (+inf, -inf, NaN) or without a valid slot as dead.
+  out = 0 and lse = -inf (in either base), or lse = its sink with an
+  attention sink. The backward treats any row with a non-finite lse (+inf,
+  -inf, NaN) as dead; a row without a valid slot has nothing to sum.
+* An attention sink (a natural-log logit per head) enters the softmax's
+  denominator only: the forward's lse includes it (apply_sink), the
+  backward's dq and dkv are the usual formulas of that lse, and its
+  gradient is sink_gradient.
+* topk_length limits token t to its first topk_length[t] slots; the
+  others are not slots (contract.token_slots).
 * Compute dtype: ``dtype=None`` means float64 for float64 inputs, else fp32.
 * Forward lse dtype: float32, or float64 when q is float64.
 """
@@ -31,8 +38,10 @@ from .contract import (
     LOG2E,
     COUNTER_NAMES,
     default_sm_scale,
+    invalid_slot_count,
     lse_from_base2,
     lse_to_base2,
+    lse_with_sink,
     nonfinite_row_mask,
     normalize_lse_base,
     slot_validity,
@@ -74,6 +83,43 @@ def _gather_rows(kv: torch.Tensor, idx: torch.Tensor, valid: torch.Tensor, dtype
     return rows, flat
 
 
+def apply_sink(out_keys: torch.Tensor, lse_keys: torch.Tensor,
+               attn_sink: Optional[torch.Tensor], lse_base=2):
+    """A forward's (out, lse) over the keys only, with the per-head sink
+    ``attn_sink`` ([H], a natural-log logit) added to the softmax's
+    denominator: lse = lse_with_sink(lse_keys, attn_sink) and
+    out = out_keys * exp(lse_keys - lse) per row (every probability
+    shrinks by that factor). A row whose lse is not finite gets out = 0;
+    one without keys (lse_keys = -inf) keeps out = 0 and gets lse = sink."""
+    if attn_sink is None:
+        return out_keys, lse_keys
+    lse = lse_with_sink(lse_keys, attn_sink, lse_base)
+    shrink = lse_to_base2(lse_keys, lse_base) - lse_to_base2(lse, lse_base)
+    keep = torch.isfinite(lse) & torch.isfinite(lse_keys)
+    factor = torch.where(keep, torch.exp2(torch.where(keep, shrink, 0.0)), 0.0)
+    out = (out_keys.to(factor.dtype) * factor.unsqueeze(-1)).to(out_keys.dtype)
+    return out, lse
+
+
+def sink_gradient(attn_sink: torch.Tensor, lse: torch.Tensor, delta: torch.Tensor,
+                  lse_base=2, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """d_sink [H] from the sink-inclusive ``lse`` [T, H] (in ``lse_base``)
+    and Delta [T, H] (rowsum(o * do), or the caller's delta):
+    d_sink[h] = -sum_t P_sink[t, h] Delta[t, h], with
+    P_sink = exp(sink_h - lse_e) = exp2(sink_h log2(e) - lse2), the sink's
+    share of the softmax. A row whose lse is not finite (dead) contributes
+    nothing; the exponent takes the clamp of every other one (EXP2_CLAMP).
+    A fixed-order sum over t in ``dtype`` (default: float64 for float64
+    inputs, else fp32), returned in the sink's dtype."""
+    dtype = dtype or (torch.float64 if delta.dtype == torch.float64 else torch.float32)
+    lse2 = lse_to_base2(lse.to(dtype), lse_base)
+    x2 = attn_sink.to(dtype) * LOG2E - lse2
+    live = torch.isfinite(lse2) & ~torch.isnan(x2)
+    p_sink = torch.where(live, torch.exp2(torch.clamp(torch.where(live, x2, 0.0),
+                                                      max=EXP2_CLAMP)), 0.0)
+    return (-(p_sink * delta.to(dtype)).sum(0)).to(attn_sink.dtype)
+
+
 def sparse_mla_fwd_reference(
     q: torch.Tensor,
     kv: torch.Tensor,
@@ -83,6 +129,8 @@ def sparse_mla_fwd_reference(
     d_v: int = 512,
     lse_base=2,
     q_positions: Optional[torch.Tensor] = None,
+    attn_sink: Optional[torch.Tensor] = None,
+    topk_length: Optional[torch.Tensor] = None,
     chunk: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
 ) -> Tuple[torch.Tensor, torch.Tensor]:
@@ -90,7 +138,10 @@ def sparse_mla_fwd_reference(
 
     ``d_v`` (= D) defaults to 512 like TileLang's ``sparse_mla_fwd_interface``;
     the forward cannot infer it from q/kv. lse is in ``lse_base`` (2 or "e").
-    A row with no valid slot gets out = 0 and lse = -inf.
+    A row with no valid slot gets out = 0 and lse = -inf. With
+    ``attn_sink`` ([H]) the lse includes the sink and out is scaled by it
+    (apply_sink; a row without valid slots then has lse = its sink);
+    ``topk_length`` ([T]) limits token t to its first topk_length[t] slots.
     """
     T, H, d_qk = q.shape
     S, G, _ = kv.shape
@@ -109,7 +160,8 @@ def sparse_mla_fwd_reference(
         t1 = min(T, t0 + c)
         idx = indices[t0:t1].long()
         qpos = None if q_positions is None else q_positions[t0:t1]
-        valid = slot_validity(idx, S, qpos)  # [c, G, K]
+        lengths = None if topk_length is None else topk_length[t0:t1]
+        valid = slot_validity(idx, S, qpos, lengths)  # [c, G, K]
         kg, _ = _gather_rows(kv, idx, valid, dtype)  # [c, G, K, d_qk]
         qc = q[t0:t1].to(dtype).view(t1 - t0, G, Hg, d_qk)
         s2 = torch.einsum("cghd,cgkd->cghk", qc, kg) * (scale * LOG2E)
@@ -122,8 +174,10 @@ def sparse_mla_fwd_reference(
         p = e / torch.where(live, denom, torch.ones_like(denom))
         o = torch.einsum("cghk,cgkd->cghd", p, kg[..., :d_v])
         lse2 = torch.where(live, m + torch.log2(torch.where(live, denom, torch.ones_like(denom))), neg_inf)
-        out[t0:t1] = o.reshape(t1 - t0, H, d_v).to(q.dtype)
-        lse2_out[t0:t1] = lse2.expand(-1, -1, Hg, 1).reshape(t1 - t0, H).to(lse_dtype)
+        o, lse2 = apply_sink(o.reshape(t1 - t0, H, d_v),
+                             lse2.expand(-1, -1, Hg, 1).reshape(t1 - t0, H), attn_sink, 2)
+        out[t0:t1] = o.to(q.dtype)
+        lse2_out[t0:t1] = lse2.to(lse_dtype)
     return out, lse_from_base2(lse2_out, normalize_lse_base(lse_base))
 
 
@@ -139,19 +193,26 @@ def sparse_mla_bwd_reference(
     lse_base=2,
     q_positions: Optional[torch.Tensor] = None,
     delta: Optional[torch.Tensor] = None,
+    attn_sink: Optional[torch.Tensor] = None,
+    topk_length: Optional[torch.Tensor] = None,
     dq_dtype: Optional[torch.dtype] = None,
     dkv_dtype: Optional[torch.dtype] = None,
     chunk: Optional[int] = None,
     dtype: Optional[torch.dtype] = None,
     diagnostics: bool = False,
 ):
-    """Sparse MLA backward per the contract. Returns (dq, dkv) or, with
-    ``diagnostics=True``, (dq, dkv, counters) where counters is a dict of
-    ints {invalid_slots, dead_rows, clamped, nonfinite_rows}
-    (smla.contract.COUNTER_NAMES; nonfinite_rows counts the returned rows).
+    """Sparse MLA backward per the contract. Returns (dq, dkv), with
+    ``attn_sink`` (dq, dkv, d_sink), and with ``diagnostics=True`` the
+    guard counters after those: a dict of ints {invalid_slots, dead_rows,
+    clamped, nonfinite_rows} (smla.contract.COUNTER_NAMES; nonfinite_rows
+    counts the returned rows of dq and dkv).
 
     Arguments are not validated here (see smla.checks / smla.sparse_mla_bwd).
-    ``delta`` ([T, H]) replaces sum(o*do) when given. dq/dkv default to
+    ``delta`` ([T, H]) replaces sum(o*do) when given. ``lse`` includes the
+    sink when ``attn_sink`` ([H]) is given (dq and dkv are the usual
+    formulas of it; d_sink is sink_gradient of it and Delta).
+    ``topk_length`` ([T]) limits token t to its first topk_length[t] slots
+    (the others are not slots: contract.token_slots). dq/dkv default to
     q.dtype / kv.dtype; dkv is accumulated in the compute dtype (fp32 unless
     the inputs are float64 or ``dtype`` is given).
     """
@@ -167,6 +228,7 @@ def sparse_mla_bwd_reference(
     lse2_all = lse_to_base2(lse.to(dtype), lse_base)
     dq = torch.empty(T, H, d_qk, dtype=dq_dtype or q.dtype, device=dev)
     dkv_acc = torch.zeros(S * G, d_qk, dtype=dtype, device=dev)
+    d_sink = None if attn_sink is None else torch.zeros(H, dtype=dtype, device=dev)
     n_invalid = torch.zeros((), dtype=torch.int64, device=dev)
     n_dead = torch.zeros((), dtype=torch.int64, device=dev)
     n_clamped = torch.zeros((), dtype=torch.int64, device=dev)
@@ -176,7 +238,8 @@ def sparse_mla_bwd_reference(
         n = t1 - t0
         idx = indices[t0:t1].long()
         qpos = None if q_positions is None else q_positions[t0:t1]
-        valid = slot_validity(idx, S, qpos)  # [n, G, K]
+        lengths = None if topk_length is None else topk_length[t0:t1]
+        valid = slot_validity(idx, S, qpos, lengths)  # [n, G, K]
         kg, flat = _gather_rows(kv, idx, valid, dtype)  # [n, G, K, d_qk]
         qc = q[t0:t1].to(dtype).view(n, G, Hg, d_qk)
         doc = do[t0:t1].to(dtype).view(n, G, Hg, D)
@@ -184,10 +247,13 @@ def sparse_mla_bwd_reference(
             dlt = (o[t0:t1].to(dtype) * do[t0:t1].to(dtype)).sum(-1)
         else:
             dlt = delta[t0:t1].to(dtype)
+        if d_sink is not None:
+            d_sink += sink_gradient(attn_sink.to(dtype), lse2_all[t0:t1], dlt, 2, dtype)
         dlt = dlt.view(n, G, Hg, 1)
         lse2 = lse2_all[t0:t1].view(n, G, Hg, 1)
 
-        # Dead rows: non-finite lse or no valid slot in the row's group.
+        # Dead rows: non-finite lse. A row without a valid slot in its group
+        # has nothing to sum (with a sink it is live for d_sink only).
         row_live = torch.isfinite(lse2) & valid.any(-1).view(n, G, 1, 1)
         live_slot = row_live & valid.unsqueeze(2)  # [n, G, Hg, K]
 
@@ -204,30 +270,34 @@ def sparse_mla_bwd_reference(
         contrib = torch.where(valid.unsqueeze(-1), contrib, zero)
         dkv_acc.index_add_(0, flat.reshape(-1), contrib.reshape(-1, d_qk))
 
-        n_invalid += (~valid).sum()
+        n_invalid += invalid_slot_count(idx, valid, lengths)
         # Counted when the lse guard fires; a row with a finite lse but no
-        # valid slot shows up as K invalid slots instead (smla.contract).
+        # valid slot shows up as invalid slots instead (smla.contract).
         n_dead += (~torch.isfinite(lse2)).sum()
         n_clamped += over.sum()
 
     dkv = dkv_acc.view(S, G, d_qk).to(dkv_dtype or kv.dtype)
+    grads = (dq, dkv) if d_sink is None else (dq, dkv, d_sink.to(attn_sink.dtype))
     if not diagnostics:
-        return dq, dkv
+        return grads
     n_nonfinite = nonfinite_row_mask(dq).sum() + nonfinite_row_mask(dkv).sum()
     counters: Dict[str, int] = dict(
         zip(COUNTER_NAMES, (int(n_invalid), int(n_dead), int(n_clamped), int(n_nonfinite)))
     )
-    return dq, dkv, counters
+    return (*grads, counters)
 
 
 def reference_backend(
     q, kv, o, do, indices, lse, *, sm_scale, lse_base, q_positions=None, delta=None,
-    dq_dtype, dkv_dtype, dtype: Optional[torch.dtype] = None,
+    attn_sink=None, topk_length=None, dq_dtype, dkv_dtype, dtype: Optional[torch.dtype] = None,
 ):
     """The reference with the compiled backend's calling convention
-    (see smla._compiled.sparse_mla_bwd); returns (dq, dkv, counters dict).
-    Used by checked mode's tests and by replay as a stand-in backend."""
-    return sparse_mla_bwd_reference(
+    (see smla._compiled.sparse_mla_bwd); returns (dq, dkv, counters dict,
+    d_sink or None). Used by checked mode's tests and by replay as a
+    stand-in backend."""
+    res = sparse_mla_bwd_reference(
         q, kv, o, do, indices, lse, sm_scale, lse_base=lse_base, q_positions=q_positions,
-        delta=delta, dq_dtype=dq_dtype, dkv_dtype=dkv_dtype, dtype=dtype, diagnostics=True,
+        delta=delta, attn_sink=attn_sink, topk_length=topk_length, dq_dtype=dq_dtype,
+        dkv_dtype=dkv_dtype, dtype=dtype, diagnostics=True,
     )
+    return res[0], res[1], res[-1], (res[2] if attn_sink is not None else None)
