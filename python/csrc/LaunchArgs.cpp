@@ -68,6 +68,7 @@ BwdSizes launchSizes(const BwdArgs &args) {
   expect("lse", &args.lse, {n.T, n.H}, at::kFloat);
   expect("q_positions", optional(args.qPositions), {n.T}, at::kInt);
   expect("delta", optional(args.delta), {n.T, n.H}, at::kFloat);
+  expect("topk_length", optional(args.topkLength), {n.T}, at::kInt);
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   TORCH_CHECK(n.H >= 1 && n.G >= 1 && n.H % n.G == 0 && n.D >= 1 &&
                   n.Dt >= 0 && n.K >= 1 && n.S_kv >= 1 && n.T <= kMax &&

@@ -33,6 +33,9 @@ struct BwdArgs {
   const std::optional<at::Tensor> &qPositions, &delta;
   double smScale;
   at::ScalarType dqDtype, dkvDtype;
+  /// Slots per token ([T] int32; docs/contract.md): token t has the first
+  /// min(K, max(0, topk_length[t])) slots of its index rows.
+  const std::optional<at::Tensor> &topkLength;
 };
 
 /// The problem sizes, read from the shapes (see docs/contract.md).

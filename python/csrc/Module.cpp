@@ -5,9 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // Importing smla._C registers, through static initializers, the private
-// launch op smla::_launch_bwd (its CUDA implementation in SparseMlaBwd.cpp)
-// that the public op torch.ops.smla.sparse_mla_bwd (smla/_op.py) runs, and
-// smla::aligned_pair_rows. The Python module itself is a plain C-API module
+// ops smla::_launch_bwd and smla::_delta (their CUDA implementations in
+// SparseMlaBwd.cpp) that the public op torch.ops.smla.sparse_mla_bwd
+// (smla/_op.py) runs, and smla::aligned_pair_rows. The Python module itself is a plain C-API module
 // of helpers (the kernel libraries, the lookups smla/_library.py plans
 // with, the settings smla.config hands over), so it needs neither pybind11
 // nor libtorch_python.
@@ -29,8 +29,13 @@
 TORCH_LIBRARY_FRAGMENT(smla, m) {
   m.def("_launch_bwd(Tensor q, Tensor kv, Tensor o, Tensor do, "
         "Tensor indices, Tensor lse, float sm_scale, Tensor? q_positions, "
-        "Tensor? delta, ScalarType dq_dtype, ScalarType dkv_dtype) -> "
-        "(Tensor dq, Tensor dkv, Tensor counters)");
+        "Tensor? delta, ScalarType dq_dtype, ScalarType dkv_dtype, "
+        "Tensor? topk_length) -> (Tensor dq, Tensor dkv, Tensor counters)");
+  // Delta = rowsum(o * do), [T, H] fp32, by the library's "delta" kernel of
+  // the bwd kernel a call of these sizes selects (smla/_op.py takes it for
+  // an attention sink's gradient and hands it to _launch_bwd).
+  m.def("_delta(Tensor o, Tensor do, int dt, int groups, bool positions, "
+        "ScalarType dq_dtype, ScalarType dkv_dtype) -> Tensor");
   // The aligned index rows of token pairs that sparse_mla_bwd runs the
   // folded kernel on (TokenPairs.h); exposed for tests and inspection.
   m.def("aligned_pair_rows(Tensor indices, int s_kv) -> "

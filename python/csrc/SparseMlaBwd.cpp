@@ -16,16 +16,24 @@
 //   2. the "bwd" kernel: dq in its compiled type, fp32 reductions into
 //      dkv_accum, guard counters (on token pairs over aligned index rows
 //      when TokenPairs.h says so, reading the same Delta as [T / 2, 2H]);
-//      on row-sorted indices, chunk by chunk, when SlotWalk.h says so;
+//      on row-sorted indices, chunk by chunk, when SlotWalk.h says so; with
+//      the call's slots per token (TopkLength.h);
 //   3. dkv = dkv_accum cast to dkv_dtype: a "dkv_cast" kernel, else torch
 //      (nothing to cast for fp32, which returns dkv_accum itself). The
 //      cast kernel counts dkv's non-finite rows (counters[3]; the bwd
 //      kernel counts dq's); for fp32 a count-only "dkv_cast" kernel does,
 //      where the library has one, else torch.
 // A bwd kernel always accumulates into fp32 dkv_accum, so one compiled for
-// dkv_type=bf16 also serves an fp32 dkv request and vice versa. The op is
-// registered for CUDA only: the public op's one implementation answers
-// every other device, and its fake implementation serves torch.compile.
+// dkv_type=bf16 also serves an fp32 dkv request and vice versa.
+//
+// smla::_delta writes Delta = rowsum(o * do) ([T, H] fp32) for callers that
+// need Delta itself (an attention sink's gradient, smla/_op.py), which then
+// hand it to the bwd kernel as its `delta`: the library's "delta" kernel of
+// the configuration the bwd kernel was selected for, else ATen in chunks.
+//
+// Both ops are registered for CUDA only: the public op's one
+// implementation answers every other device, and its fake implementation
+// serves torch.compile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,6 +43,7 @@
 #include "Options.h"
 #include "SlotWalk.h"
 #include "TokenPairs.h"
+#include "TopkLength.h"
 
 #include "smla/runtime/Error.h"
 #include "smla/runtime/Launcher.h"
@@ -108,8 +117,8 @@ KernelTensors tokenRows(const KernelTensors &t, int64_t t0, int64_t t1) {
   if (t0 == 0 && t1 == t.q.size(0))
     return t;
   KernelTensors c = t;
-  for (at::Tensor *x :
-       {&c.q, &c.o, &c.dout, &c.indices, &c.lse, &c.positions, &c.dq, &c.delta})
+  for (at::Tensor *x : {&c.q, &c.o, &c.dout, &c.indices, &c.lse, &c.positions,
+                        &c.dq, &c.delta, &c.topkLength})
     if (x->defined())
       *x = x->slice(0, t0, t1);
   return c;
@@ -245,6 +254,10 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
                 "(python/USAGE.md, \"Kernels outside the library\")");
     t.delta = *args.delta;
   }
+  // Slots per token: to a kernel that takes them (launchBwd masked the
+  // indices for one that does not).
+  if (args.topkLength.has_value() && args.topkLength->defined())
+    t.topkLength = *args.topkLength;
 
   // dkv in the requested type, allocated after the bwd launches: they do
   // not take it, and every ATen call before their launch is host time the
@@ -294,8 +307,17 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
     request.dkvType = pairBwd->config.dkvType.value_or(request.dkvType);
     pairUnion = library.match(request);
   }
+  // The pair kernels walk the union of two whole index rows: with the
+  // lengths on the bwd kernel a call runs per token.
+  const bool kernelLengths = t.topkLength.defined();
+  TORCH_CHECK(!kernelLengths || pairsEnv.mode != PairsMode::On, kOpName,
+              ": SMLA_PAIRS=on, but the call cannot run on token pairs: its "
+              "bwd kernel walks each token's topk_length, the pair kernels "
+              "whole index rows");
   const PairsTry pairs =
-      tryTokenPairs(pairsEnv.mode, args, n, pairBwd && pairUnion);
+      kernelLengths
+          ? PairsTry{false, PairsProbe::None, "the kernel walks topk_length"}
+          : tryTokenPairs(pairsEnv.mode, args, n, pairBwd && pairUnion);
   if ((pairs.run || pairs.probe != PairsProbe::None) &&
       launchPairs(args, n, t, library, *pairBwd, *pairUnion, pairsEnv, pairs,
                   walkEnv, stream)) {
@@ -321,6 +343,14 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
     // exceeds the 50 MB L2, and then the bf16 dkv holds a chunk's sorted
     // rows (at most a third of kSortWorkspaceBytes, 21.3 MiB).
     allocateDkv();
+    // Sorting moves slots across a token's length: the sorted rows come
+    // from the copy with the slots past it invalid (TopkLength.h).
+    at::Tensor rows = args.indices;
+    if (kernelLengths) {
+      rows = slotsPastLengthsInvalid(args.indices, t.topkLength);
+      t.counters.select(0, 0).sub_(slotsPastLengths(t.topkLength, n.K, n.G));
+      t.topkLength = at::Tensor();
+    }
     const SortSpace space = sortSpace(t.dq, t.dkv, n);
     const bool inOutputs = space.usable();
     const int64_t chunkTokens =
@@ -329,9 +359,8 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
     for (int64_t t0 = 0; t0 < n.T; t0 += chunkTokens) {
       int64_t t1 = std::min(n.T, t0 + chunkTokens);
       KernelTensors chunk = tokenRows(t, t0, t1);
-      chunk.indices = inOutputs
-                          ? sortedIndexRowsInto(args.indices, t0, t1, space)
-                          : sortedIndexRows(args.indices, t0, t1);
+      chunk.indices = inOutputs ? sortedIndexRowsInto(rows, t0, t1, space)
+                                : sortedIndexRows(rows, t0, t1);
       BwdSizes cn = n;
       cn.T = t1 - t0;
       library.launch(bwd, stream,
@@ -348,9 +377,11 @@ Outputs launchBwd(const at::Tensor &q, const at::Tensor &kv,
                   const at::Tensor &indices, const at::Tensor &lse,
                   double smScale, const std::optional<at::Tensor> &qPositions,
                   const std::optional<at::Tensor> &delta,
-                  at::ScalarType dqDtype, at::ScalarType dkvDtype) {
-  const BwdArgs args{q,          kv,    o,       dout,    indices, lse,
-                     qPositions, delta, smScale, dqDtype, dkvDtype};
+                  at::ScalarType dqDtype, at::ScalarType dkvDtype,
+                  const std::optional<at::Tensor> &topkLength) {
+  const BwdArgs args{q,          kv,    o,        dout,     indices,
+                     lse,        qPositions, delta, smScale, dqDtype,
+                     dkvDtype,   topkLength};
   const BwdSizes n = launchSizes(args);
   const OpOptions options = opOptions();
   const c10::cuda::CUDAGuard guard(q.device());
@@ -365,7 +396,94 @@ Outputs launchBwd(const at::Tensor &q, const at::Tensor &kv,
   try {
     const bool hasPositions = qPositions.has_value() && qPositions->defined();
     const BwdConfig config{n, hasPositions, dqDtype, dkvDtype};
-    return launchKernels(args, n, config, selectBwd(config), options);
+    const BwdSelection selection = selectBwd(config);
+    if (!(topkLength.has_value() && topkLength->defined()) ||
+        takesParam(*selection.bwd, "topk_length"))
+      return launchKernels(args, n, config, selection, options);
+    // A kernel without the lengths walks every slot: the slots past each
+    // length are set to -1 in a copy, and not counted (TopkLength.h).
+    const at::Tensor masked = slotsPastLengthsInvalid(indices, *topkLength);
+    const std::optional<at::Tensor> none;
+    const BwdArgs maskedArgs{q,          kv,    o,       dout,    masked,
+                             lse,        qPositions, delta, smScale, dqDtype,
+                             dkvDtype,   none};
+    Outputs out = launchKernels(maskedArgs, n, config, selection, options);
+    std::get<2>(out).select(0, 0).sub_(
+        slotsPastLengths(*topkLength, n.K, n.G));
+    return out;
+  } catch (const runtime::Error &error) {
+    TORCH_CHECK(false, error.what());
+  }
+}
+
+/// Delta in chunks of tokens with ATen ops (a library without a "delta"
+/// kernel): the fp32 products of a chunk stay within kDeltaChunkBytes.
+constexpr int64_t kDeltaChunkBytes = int64_t(64) << 20;
+
+void deltaByTorch(const at::Tensor &o, const at::Tensor &dout,
+                  at::Tensor &delta) {
+  const int64_t T = o.size(0);
+  const int64_t perToken = std::max<int64_t>(1, o.size(1) * o.size(2) * 4);
+  const int64_t chunk = std::max<int64_t>(1, kDeltaChunkBytes / perToken);
+  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const int64_t t1 = std::min(T, t0 + chunk);
+    at::Tensor rows = delta.slice(0, t0, t1);
+    at::sum_out(rows,
+                o.slice(0, t0, t1).to(at::kFloat) *
+                    dout.slice(0, t0, t1).to(at::kFloat),
+                {-1});
+  }
+}
+
+at::Tensor launchDelta(const at::Tensor &o, const at::Tensor &dout,
+                       int64_t dt, int64_t groups, bool positions,
+                       at::ScalarType dqDtype, at::ScalarType dkvDtype) {
+  const bool fits = o.dim() == 3 && dout.sizes() == o.sizes() &&
+                    o.scalar_type() == at::kBFloat16 &&
+                    dout.scalar_type() == at::kBFloat16 &&
+                    dout.device() == o.device() && o.is_contiguous() &&
+                    dout.is_contiguous() && o.is_cuda() && dt >= 0 &&
+                    groups >= 1 && o.size(1) % groups == 0;
+  TORCH_CHECK(fits, kOpName,
+              ": smla::_delta takes contiguous bf16 o and do [T, H, D] of "
+              "one shape on a CUDA device; call torch.ops.smla.sparse_mla_bwd");
+  const c10::cuda::CUDAGuard guard(o.device());
+  at::Tensor delta = at::empty({o.size(0), o.size(1)},
+                               o.options().dtype(at::kFloat));
+  if (o.size(0) == 0)
+    return delta;
+  BwdSizes n;
+  n.T = o.size(0);
+  n.H = o.size(1);
+  n.D = o.size(2);
+  n.Dt = dt;
+  n.G = groups;
+  n.K = 1;
+  n.S_kv = 1;
+  try {
+    const BwdSelection selection =
+        selectBwd(BwdConfig{n, positions, dqDtype, dkvDtype});
+    runtime::KernelRequest request =
+        makeRequest("delta", BwdConfig{n, positions, dqDtype, dkvDtype});
+    request.dqType = selection.bwd->config.dqType.value_or(request.dqType);
+    request.dkvType = selection.bwd->config.dkvType.value_or(request.dkvType);
+    const runtime::KernelEntry *kernel =
+        selection.library.library->match(request);
+    if (kernel == nullptr) {
+      deltaByTorch(o, dout, delta);
+      return delta;
+    }
+    checkDeviceTarget(selection.library, o.get_device());
+    KernelTensors t;
+    t.o = o;
+    t.dout = dout;
+    t.delta = delta;
+    const CUstream stream =
+        static_cast<CUstream>(at::cuda::getCurrentCUDAStream().stream());
+    selection.library.library->launch(
+        *kernel, stream, runtime::GridSizes{n.T, n.S_kv, n.K, n.H, n.G},
+        kernelParams(t, n, 0.0));
+    return delta;
   } catch (const runtime::Error &error) {
     TORCH_CHECK(false, error.what());
   }
@@ -376,4 +494,5 @@ Outputs launchBwd(const at::Tensor &q, const at::Tensor &kv,
 
 TORCH_LIBRARY_IMPL(smla, CUDA, m) {
   m.impl("_launch_bwd", &smla::ext::launchBwd);
+  m.impl("_delta", &smla::ext::launchDelta);
 }

@@ -2,8 +2,9 @@
 
 ``torch.ops.smla.sparse_mla_bwd`` is defined by smla._op (the schema, the
 argument checks, the head padding, the fake implementation); smla._C
-registers the private launch op ``smla::_launch_bwd`` it calls
-(python/csrc/SparseMlaBwd.cpp) and ``smla::aligned_pair_rows``. This
+registers the private ops it calls, ``smla::_launch_bwd`` and
+``smla::_delta`` (python/csrc/SparseMlaBwd.cpp), and
+``smla::aligned_pair_rows``. This
 module loads smla._C (building it against the installed torch on first
 use, smla._extension), hands it the settings of smla.config that the C++
 op reads (kernel directory, slot walk, token pairs) whenever they change,
@@ -69,8 +70,9 @@ def _load_locked():
     if _load_error is None:
         try:
             module = _extension.load()
-            if not hasattr(torch.ops.smla, "_launch_bwd"):
-                raise ImportError("smla._C did not register torch.ops.smla._launch_bwd")
+            for op in ("_launch_bwd", "_delta"):
+                if not hasattr(torch.ops.smla, op):
+                    raise ImportError(f"smla._C did not register torch.ops.smla.{op}")
             module.set_package_kernel_directory(PACKAGE_KERNELS)
             _config.listen(lambda values: _push_settings(module, values))
             _loaded = True
@@ -130,14 +132,16 @@ def counters_to_dict(counters) -> Dict[str, int]:
 
 def sparse_mla_bwd(
     q, kv, o, do, indices, lse, *, sm_scale: float, lse_base, q_positions=None,
-    delta=None, dq_dtype: torch.dtype, dkv_dtype: torch.dtype,
+    delta=None, attn_sink=None, topk_length=None, dq_dtype: torch.dtype,
+    dkv_dtype: torch.dtype,
 ):
     """Run the compiled backward (torch.ops.smla.sparse_mla_bwd). Returns
-    (dq, dkv, counters int64[4])."""
-    return torch.ops.smla.sparse_mla_bwd(
+    (dq, dkv, counters int64[4], d_sink [H] or None without a sink)."""
+    dq, dkv, counters, d_sink = torch.ops.smla.sparse_mla_bwd(
         q, kv, o, do, indices, lse, float(sm_scale), normalize_lse_base(lse_base) == "e",
-        q_positions, delta, dq_dtype, dkv_dtype,
+        q_positions, delta, dq_dtype, dkv_dtype, attn_sink, topk_length,
     )
+    return dq, dkv, counters, (d_sink if attn_sink is not None else None)
 
 
 # The last choice logged per configuration (shapes but T and S_kv).

@@ -15,9 +15,13 @@ for every device:
    copy of one that is not (smla.checks.kernel_layout), lse in base 2 (a
    natural-log lse times log2(e): the library holds base-2 kernels only),
    and for padded heads q, o, do, lse and delta with zero rows past H;
-5. runs smla::_launch_bwd (smla._C, python/csrc/SparseMlaBwd.cpp: kernel
-   selection, token pairs, slot walk, launches);
-6. returns dq for the caller's H heads.
+5. with an attention sink, takes Delta (the caller's delta, else
+   smla::_delta: the library's delta kernel) and computes d_sink from it
+   and the lse (smla.reference.sink_gradient: torch ops on [T, H], a
+   fixed-order sum); the bwd kernel reads the same Delta;
+6. runs smla::_launch_bwd (smla._C, python/csrc/SparseMlaBwd.cpp: kernel
+   selection, token pairs, slot walk, slots per token, launches);
+7. returns dq for the caller's H heads.
 
 Padded heads contribute exactly nothing: a zero do row makes dP = 0 and a
 zero do row with any o makes Delta = 0, so dS = P (dP - Delta) = 0 and
@@ -32,11 +36,14 @@ the outputs' shapes. Schema:
     smla::sparse_mla_bwd(Tensor q, Tensor kv, Tensor o, Tensor do,
                          Tensor indices, Tensor lse, float sm_scale,
                          bool lse_base_e, Tensor? q_positions, Tensor? delta,
-                         ScalarType dq_dtype, ScalarType dkv_dtype)
-        -> (Tensor dq, Tensor dkv, Tensor counters)
+                         ScalarType dq_dtype, ScalarType dkv_dtype,
+                         Tensor? attn_sink=None, Tensor? topk_length=None)
+        -> (Tensor dq, Tensor dkv, Tensor counters, Tensor d_sink)
 
 ``counters`` is int64 [4] on q's device, in the order of
-smla.contract.COUNTER_NAMES.
+smla.contract.COUNTER_NAMES. ``d_sink`` is [H] in the sink's dtype with
+``attn_sink`` (whose lse then includes the sink), else an empty fp32
+tensor [0].
 """
 
 from __future__ import annotations
@@ -49,12 +56,14 @@ from . import _library
 from ._log import logger
 from .checks import kernel_layout, validate_bwd_args
 from .contract import COUNTER_NAMES, LOG2E
+from .reference import sink_gradient
 
 OP_NAME = "smla::sparse_mla_bwd"
 OP_SCHEMA = (
     "sparse_mla_bwd(Tensor q, Tensor kv, Tensor o, Tensor do, Tensor indices, "
     "Tensor lse, float sm_scale, bool lse_base_e, Tensor? q_positions, Tensor? delta, "
-    "ScalarType dq_dtype, ScalarType dkv_dtype) -> (Tensor dq, Tensor dkv, Tensor counters)"
+    "ScalarType dq_dtype, ScalarType dkv_dtype, Tensor? attn_sink=None, "
+    "Tensor? topk_length=None) -> (Tensor dq, Tensor dkv, Tensor counters, Tensor d_sink)"
 )
 
 _library_fragment = torch.library.Library("smla", "FRAGMENT")
@@ -62,10 +71,16 @@ _library_fragment.define(OP_SCHEMA)
 
 
 def _validate(q, kv, o, do, indices, lse, sm_scale, q_positions, delta, dq_dtype, dkv_dtype,
-              require_cuda):
+              attn_sink, topk_length, require_cuda):
     return validate_bwd_args(q, kv, o, do, indices, lse, q_positions=q_positions, delta=delta,
-                             sm_scale=sm_scale, dq_dtype=dq_dtype, dkv_dtype=dkv_dtype,
-                             strict=True, require_cuda=require_cuda)
+                             attn_sink=attn_sink, topk_length=topk_length, sm_scale=sm_scale,
+                             dq_dtype=dq_dtype, dkv_dtype=dkv_dtype, strict=True,
+                             require_cuda=require_cuda)
+
+
+def _no_sink(q):
+    """The op's d_sink output for a call without a sink."""
+    return q.new_empty((0,), dtype=torch.float32)
 
 
 def pad_heads(t, heads: int):
@@ -103,36 +118,45 @@ def kernel_arguments(q, o, do, lse, delta, lse_base_e: bool, heads: int):
 
 
 def _sparse_mla_bwd(q, kv, o, do, indices, lse, sm_scale, lse_base_e, q_positions, delta,
-                    dq_dtype, dkv_dtype):
+                    dq_dtype, dkv_dtype, attn_sink=None, topk_length=None):
     dims = _validate(q, kv, o, do, indices, lse, sm_scale, q_positions, delta, dq_dtype,
-                     dkv_dtype, require_cuda=True)
+                     dkv_dtype, attn_sink, topk_length, require_cuda=True)
+    d_sink = _no_sink(q) if attn_sink is None else torch.zeros_like(attn_sink)
     if dims.T == 0:
         return (torch.zeros(q.shape, dtype=dq_dtype, device=q.device),
                 torch.zeros(kv.shape, dtype=dkv_dtype, device=kv.device),
-                torch.zeros(len(COUNTER_NAMES), dtype=torch.int64, device=q.device))
+                torch.zeros(len(COUNTER_NAMES), dtype=torch.int64, device=q.device), d_sink)
     from . import _compiled
 
     module = _compiled.load()
-    heads = _library.plan(module, dims, q_positions is not None, dq_dtype, dkv_dtype)
+    positions = q_positions is not None
+    heads = _library.plan(module, dims, positions, dq_dtype, dkv_dtype)
     kq, ko, kdo, klse, kdelta = kernel_arguments(q, o, do, lse, delta, lse_base_e, heads)
+    if attn_sink is not None:
+        # One Delta for d_sink and the bwd kernel (which then reads it
+        # instead of computing its own).
+        if kdelta is None:
+            kdelta = torch.ops.smla._delta(ko, kdo, dims.Dt, dims.G, positions, dq_dtype,
+                                           dkv_dtype)
+        d_sink = sink_gradient(attn_sink, klse[:, :dims.H], kdelta[:, :dims.H], lse_base=2)
     dq, dkv, counters = torch.ops.smla._launch_bwd(
         kq, kernel_layout("kv", kv), ko, kdo, kernel_layout("indices", indices), klse,
         float(sm_scale), kernel_layout("q_positions", q_positions), kdelta, dq_dtype,
-        dkv_dtype)
+        dkv_dtype, kernel_layout("topk_length", topk_length))
     if heads != dims.H:
         dq = dq[:, :dims.H].contiguous()
     if logger.isEnabledFor(logging.DEBUG):
-        _compiled.log_choice(module, dims, heads, lse_base_e, q_positions is not None,
-                             dq_dtype, dkv_dtype)
-    return dq, dkv, counters
+        _compiled.log_choice(module, dims, heads, lse_base_e, positions, dq_dtype, dkv_dtype)
+    return dq, dkv, counters, d_sink
 
 
 def _fake(q, kv, o, do, indices, lse, sm_scale, lse_base_e, q_positions, delta, dq_dtype,
-          dkv_dtype):
+          dkv_dtype, attn_sink=None, topk_length=None):
     _validate(q, kv, o, do, indices, lse, sm_scale, q_positions, delta, dq_dtype, dkv_dtype,
-              require_cuda=False)
+              attn_sink, topk_length, require_cuda=False)
     return (q.new_empty(q.shape, dtype=dq_dtype), kv.new_empty(kv.shape, dtype=dkv_dtype),
-            q.new_empty((len(COUNTER_NAMES),), dtype=torch.int64))
+            q.new_empty((len(COUNTER_NAMES),), dtype=torch.int64),
+            _no_sink(q) if attn_sink is None else attn_sink.new_empty(attn_sink.shape))
 
 
 _library_fragment.impl("sparse_mla_bwd", _sparse_mla_bwd, "CompositeExplicitAutograd")

@@ -25,6 +25,10 @@ sm_scale=scaling)`` (slime_plugins/models/glm5/ops/sparse_mla.py):
   takes it (SparseMLA folds a gradient into lse into it).
 * lse is base 2 (TileLang/Slime) by default; ``lse_base="e"`` for a natural
   log-sum-exp (FlashMLA, cuDNN).
+* attn_sink: an attention sink, one natural-log logit per head ([H], fp32)
+  in the softmax's denominator (DeepSeek-V4); lse then includes it, and the
+  call returns d_sink after dkv. topk_length ([T] int32): token t has its
+  first topk_length[t] slots (docs/contract.md). Both keyword-only.
 * dq/dkv default to the dtype of q/kv (bf16 in the contract); fp32 on request.
   dkv is always accumulated in fp32.
 
@@ -86,14 +90,16 @@ def resolve_mode(mode: Optional[str], q) -> str:
 
 def sparse_mla_bwd(
     q, kv, o, do, indices, lse, sm_scale=None, is_casual=True, return_kernel=False, delta=None,
-    *, lse_base=2, q_positions=None, dq_dtype=None, dkv_dtype=None, diagnostics=False,
-    mode=None,
+    *, lse_base=2, q_positions=None, attn_sink=None, topk_length=None, dq_dtype=None,
+    dkv_dtype=None, diagnostics=False, mode=None,
 ):
     """Backward of sparse multi-latent attention (see smla.contract / docs/contract.md).
 
-    Returns (dq, dkv), or (dq, dkv, counters) with ``diagnostics=True`` where
-    counters = {"invalid_slots", "dead_rows", "clamped", "nonfinite_rows"}
-    (ints, smla.contract.COUNTER_NAMES; checked mode adds "repaired_tokens").
+    Returns (dq, dkv); with ``attn_sink`` (lse then includes the sink)
+    (dq, dkv, d_sink), d_sink [H] in the sink's dtype; with
+    ``diagnostics=True`` the counters after those, a dict
+    {"invalid_slots", "dead_rows", "clamped", "nonfinite_rows"} (ints,
+    smla.contract.COUNTER_NAMES; checked mode adds "repaired_tokens").
     Every call adds to smla.stats(). Bad arguments raise TypeError/ValueError
     naming the argument.
     """
@@ -109,11 +115,12 @@ def sparse_mla_bwd(
         )
     if isinstance(q, torch.Tensor) and q.dim() == 4:
         return _batched(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions,
-                        dq_dtype, dkv_dtype, diagnostics, mode)
+                        attn_sink, topk_length, dq_dtype, dkv_dtype, diagnostics, mode)
     mode = resolve_mode(mode, q)
     validate_bwd_args(
-        q, kv, o, do, indices, lse, q_positions=q_positions, delta=delta, sm_scale=sm_scale,
-        lse_base=lse_base, dq_dtype=dq_dtype, dkv_dtype=dkv_dtype, strict=mode != "reference",
+        q, kv, o, do, indices, lse, q_positions=q_positions, delta=delta, attn_sink=attn_sink,
+        topk_length=topk_length, sm_scale=sm_scale, lse_base=lse_base, dq_dtype=dq_dtype,
+        dkv_dtype=dkv_dtype, strict=mode != "reference",
     )
     scale = default_sm_scale(q.shape[-1]) if sm_scale is None else float(sm_scale)
     lse_base = normalize_lse_base(lse_base)
@@ -123,32 +130,45 @@ def sparse_mla_bwd(
     if mode == "reference":
         res = sparse_mla_bwd_reference(
             q, kv, o, do, indices, lse, scale, lse_base=lse_base, q_positions=q_positions,
-            delta=delta, dq_dtype=dq_dtype, dkv_dtype=dkv_dtype, diagnostics=diagnostics,
+            delta=delta, attn_sink=attn_sink, topk_length=topk_length, dq_dtype=dq_dtype,
+            dkv_dtype=dkv_dtype, diagnostics=diagnostics,
         )
         dq, dkv = res[0], res[1]
-        counters = res[2] if diagnostics else None
+        d_sink = res[2] if attn_sink is not None else None
+        counters = res[-1] if diagnostics else None
     else:
         kw = dict(sm_scale=scale, lse_base=lse_base, q_positions=q_positions, delta=delta,
-                  dq_dtype=dq_dtype, dkv_dtype=dkv_dtype)
+                  attn_sink=attn_sink, topk_length=topk_length, dq_dtype=dq_dtype,
+                  dkv_dtype=dkv_dtype)
         if mode == "compiled":
-            dq, dkv, raw = _compiled.sparse_mla_bwd(q, kv, o, do, indices, lse, **kw)
+            dq, dkv, raw, d_sink = _compiled.sparse_mla_bwd(q, kv, o, do, indices, lse, **kw)
             counters = _compiled.counters_to_dict(raw) if diagnostics else None
         else:
-            dq, dkv, counters = checked.checked_sparse_mla_bwd(q, kv, o, do, indices, lse, **kw)
+            dq, dkv, counters, d_sink = checked.checked_sparse_mla_bwd(
+                q, kv, o, do, indices, lse, **kw)
     if not torch.compiler.is_compiling():
         stats.record_call(mode, counters)
-    return (dq, dkv, counters) if diagnostics else (dq, dkv)
+    return _results(dq, dkv, d_sink, counters if diagnostics else None)
 
 
-def _batched(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions,
-             dq_dtype, dkv_dtype, diagnostics, mode):
-    """Upstream TileLang layout: a leading batch dim on every tensor."""
+def _results(dq, dkv, d_sink, counters):
+    """(dq, dkv), then d_sink where the call had a sink, then the counters
+    where it asked for them."""
+    out = (dq, dkv) if d_sink is None else (dq, dkv, d_sink)
+    return out if counters is None else (*out, counters)
+
+
+def _batched(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions, attn_sink,
+             topk_length, dq_dtype, dkv_dtype, diagnostics, mode):
+    """Upstream TileLang layout: a leading batch dim on every tensor but
+    the sink ([H], shared by the batch: d_sink sums over it)."""
     B = q.shape[0]
     if B < 1:
         raise ValueError(f"{_CTX}: argument 'q' must have batch size >= 1, got shape "
                          f"{tuple(q.shape)}")
     ranks = {"kv": (kv, 4), "o": (o, 4), "do": (do, 4), "indices": (indices, 4),
-             "lse": (lse, 3), "q_positions": (q_positions, 2), "delta": (delta, 3)}
+             "lse": (lse, 3), "q_positions": (q_positions, 2), "delta": (delta, 3),
+             "topk_length": (topk_length, 2)}
     for name, (t, rank) in ranks.items():
         if t is None:
             continue
@@ -165,14 +185,16 @@ def _batched(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions,
         outs.append(sparse_mla_bwd(
             q[b], kv[b], o[b], do[b], indices[b], lse[b], sm_scale, True, False,
             None if delta is None else delta[b], lse_base=lse_base,
-            q_positions=None if q_positions is None else q_positions[b],
+            q_positions=None if q_positions is None else q_positions[b], attn_sink=attn_sink,
+            topk_length=None if topk_length is None else topk_length[b],
             dq_dtype=dq_dtype, dkv_dtype=dkv_dtype, diagnostics=diagnostics, mode=mode,
         ))
     dq = torch.stack([r[0] for r in outs])
     dkv = torch.stack([r[1] for r in outs])
-    if not diagnostics:
-        return dq, dkv
-    counters = {k: sum(r[2].get(k, 0) for r in outs) for k in outs[0][2]}
-    for k in COUNTER_NAMES:
-        counters.setdefault(k, 0)
-    return dq, dkv, counters
+    d_sink = None if attn_sink is None else torch.stack([r[2] for r in outs]).sum(0)
+    counters = None
+    if diagnostics:
+        counters = {k: sum(r[-1].get(k, 0) for r in outs) for k in outs[0][-1]}
+        for k in COUNTER_NAMES:
+            counters.setdefault(k, 0)
+    return _results(dq, dkv, d_sink, counters)

@@ -3,10 +3,13 @@ and a granular repair.
 
 1. q, kv, o, do (and delta) must be finite; otherwise NonFiniteInputError
    names the tensor and its first bad element (garbage in is the caller's
-   bug, not something to repair).
-2. The lse of a few rows is recomputed (smla.check_lse): an lse in the
-   other base than ``lse_base`` raises LseBaseMismatchError (on by default,
-   ``smla.configure(check_lse=0)`` or SMLA_CHECK_LSE=0 turns it off).
+   bug, not something to repair). An attention sink may be -inf (no sink
+   for that head) or +inf (FlashMLA's zero output).
+2. The lse of a few rows is recomputed (smla.check_lse; with the sink
+   when the call has one, over each token's topk_length slots): an lse in
+   the other base than ``lse_base`` raises LseBaseMismatchError (on by
+   default, ``smla.configure(check_lse=0)`` or SMLA_CHECK_LSE=0 turns it
+   off).
 3. The compiled backward runs.
 4. Query tokens whose dq row is non-finite, and tokens whose valid slots touch
    a non-finite dkv row, are "bad" (the kernel counts those rows itself:
@@ -21,7 +24,8 @@ and a granular repair.
    reference overflows too (inputs of extreme magnitude), the repair is
    redone in float64; if even that is not finite in the output dtype,
    NonFiniteOutputError says so (docs/validation.md, "Extreme
-   magnitudes"). Every repair is logged through logging.getLogger("smla")
+   magnitudes"). A non-finite d_sink is recomputed from float64 Delta
+   (smla.reference.sink_gradient). Every repair is logged through logging.getLogger("smla")
    (rate-limited, with running totals) and counted in smla.stats(). If
    smla.config.dump_dir (SMLA_DUMP_DIR) is set, the call and the compiled
    outputs are dumped there first, within the directory's caps
@@ -48,7 +52,7 @@ from . import _compiled, _config, stats
 from .checks import check_finite
 from .contract import nonfinite_row_mask, slot_validity
 from .dump import dump_to_dir
-from .reference import sparse_mla_bwd_reference
+from .reference import sink_gradient, sparse_mla_bwd_reference
 from .spot_checks import LseBaseMismatchError, check_agreement, check_lse
 
 _inject_corruption: Optional[Callable] = None
@@ -76,7 +80,7 @@ def settings() -> Settings:
 
 
 def _run(backend, call: int, q, kv, o, do, indices, lse, kw):
-    dq, dkv, counters = backend(q, kv, o, do, indices, lse, **kw)
+    dq, dkv, counters, d_sink = backend(q, kv, o, do, indices, lse, **kw)
     if _inject_corruption is not None:
         dq, dkv = _inject_corruption(dq, dkv, call)
     if tuple(dq.shape) != tuple(q.shape) or dq.dtype != kw["dq_dtype"]:
@@ -89,13 +93,14 @@ def _run(backend, call: int, q, kv, o, do, indices, lse, kw):
             f"smla checked mode: backend returned dkv of shape {tuple(dkv.shape)} and dtype "
             f"{dkv.dtype}, expected {tuple(kv.shape)} and {kw['dkv_dtype']}"
         )
-    return dq, dkv, counters
+    return dq, dkv, counters, d_sink
 
 
 def _spot_check_lse(q, kv, indices, lse, kw, tokens):
     try:
         report = check_lse(q, kv, indices, lse, kw["sm_scale"], kw["lse_base"],
-                           q_positions=kw["q_positions"], tokens=tokens,
+                           q_positions=kw["q_positions"], attn_sink=kw["attn_sink"],
+                           topk_length=kw["topk_length"], tokens=tokens,
                            context="smla checked mode")
     except LseBaseMismatchError:
         stats.record(lse_checks=1, lse_other_base=1)
@@ -116,30 +121,30 @@ def _repair(backend, kw, q, kv, o, do, indices, lse, rows, dq, dkv_dtype):
     recomputed by the reference (fp32, then float64 if that overflows);
     returns (dq, dkv, notes)."""
     sm_scale, lse_base = kw["sm_scale"], kw["lse_base"]
-    q_positions, delta = kw["q_positions"], kw["delta"]
+    q_positions, delta, lengths = kw["q_positions"], kw["delta"], kw["topk_length"]
 
     def sub(t):
         return None if t is None else t.index_select(0, rows)
 
     masked = indices.clone()
     masked[rows] = -1
-    _, dkv_rest, _ = _run(backend, 1, q, kv, o, do, masked, lse, kw)
+    _, dkv_rest, _, _ = _run(backend, 1, q, kv, o, do, masked, lse, kw)
     fallback = not bool(torch.isfinite(dkv_rest).all())
     notes = ["the masked re-run was still non-finite, so dkv is the full reference"] \
         if fallback else []
     for dtype in (torch.float32, torch.float64):
         ref_dq, ref_dkv = sparse_mla_bwd_reference(
             sub(q), kv, sub(o), sub(do), sub(indices), sub(lse), sm_scale, lse_base=lse_base,
-            q_positions=sub(q_positions), delta=sub(delta), dq_dtype=dtype, dkv_dtype=dtype,
-            dtype=dtype,
+            q_positions=sub(q_positions), delta=sub(delta), topk_length=sub(lengths),
+            dq_dtype=dtype, dkv_dtype=dtype, dtype=dtype,
         )
         fixed = dq.clone()
         fixed[rows] = ref_dq.to(dq.dtype)
         if fallback:
             _, full = sparse_mla_bwd_reference(
                 q, kv, o, do, indices, lse, sm_scale, lse_base=lse_base,
-                q_positions=q_positions, delta=delta, dq_dtype=dtype, dkv_dtype=dtype,
-                dtype=dtype,
+                q_positions=q_positions, delta=delta, topk_length=lengths, dq_dtype=dtype,
+                dkv_dtype=dtype, dtype=dtype,
             )
             dkv = full.to(dkv_dtype)
         else:
@@ -157,21 +162,44 @@ def _repair(backend, kw, q, kv, o, do, indices, lse, rows, dq, dkv_dtype):
         "(docs/validation.md, \"Extreme magnitudes\")")
 
 
+def _repair_sink(kw, o, do, lse, d_sink):
+    """d_sink recomputed from float64 Delta when the backend's is not
+    finite (Delta of extreme magnitudes); None without a sink."""
+    sink = kw["attn_sink"]
+    if sink is None or bool(torch.isfinite(d_sink).all()):
+        return d_sink
+    delta = kw["delta"]
+    delta = (o.double() * do.double()).sum(-1) if delta is None else delta.double()
+    fixed = sink_gradient(sink.double(), lse.double(), delta, kw["lse_base"])
+    repair_log.event(logging.WARNING, "smla checked mode: the backend's d_sink was not "
+                     "finite; recomputed it from float64 Delta", kind="sink")
+    if not bool(torch.isfinite(fixed.to(sink.dtype)).all()):
+        raise NonFiniteOutputError(
+            "smla checked mode: d_sink is not finite in the sink's dtype even when recomputed "
+            "in float64: the inputs' magnitudes exceed what it can hold (docs/validation.md, "
+            "\"Extreme magnitudes\")")
+    return fixed.to(sink.dtype)
+
+
 def checked_sparse_mla_bwd(
     q, kv, o, do, indices, lse, *, sm_scale: float, lse_base, q_positions=None, delta=None,
-    dq_dtype: torch.dtype, dkv_dtype: torch.dtype, backend: Optional[Callable] = None,
+    attn_sink=None, topk_length=None, dq_dtype: torch.dtype, dkv_dtype: torch.dtype,
+    backend: Optional[Callable] = None,
 ):
-    """Returns (dq, dkv, counters dict incl. 'repaired_tokens')."""
+    """Returns (dq, dkv, counters dict incl. 'repaired_tokens', d_sink or
+    None without a sink)."""
     for name, t in (("q", q), ("kv", kv), ("o", o), ("do", do), ("delta", delta)):
         check_finite(name, t)
     kw = dict(sm_scale=sm_scale, lse_base=lse_base, q_positions=q_positions, delta=delta,
-              dq_dtype=dq_dtype, dkv_dtype=dkv_dtype)
+              attn_sink=attn_sink, topk_length=topk_length, dq_dtype=dq_dtype,
+              dkv_dtype=dkv_dtype)
     cfg = settings()
     if cfg.lse_tokens:
         _spot_check_lse(q, kv, indices, lse, kw, cfg.lse_tokens)
     backend = backend or _compiled.sparse_mla_bwd
-    dq, dkv, counters = _run(backend, 0, q, kv, o, do, indices, lse, kw)
+    dq, dkv, counters, d_sink = _run(backend, 0, q, kv, o, do, indices, lse, kw)
     counters = _compiled.counters_to_dict(counters)
+    d_sink = _repair_sink(kw, o, do, lse, d_sink)
 
     T, S_kv, G = q.shape[0], kv.shape[0], kv.shape[1]
     dq_bad = ~torch.isfinite(dq)
@@ -190,7 +218,7 @@ def checked_sparse_mla_bwd(
     counters["repaired_tokens"] = 0
     if not bool(bad_tok.any()) and not bool(bad_kv.any()):
         _agreement(q, kv, o, do, indices, lse, dq, dkv, kw, cfg)
-        return dq, dkv, counters
+        return dq, dkv, counters, d_sink
 
     dump_dir = _config.get("dump_dir")
     dumped = None
@@ -201,7 +229,7 @@ def checked_sparse_mla_bwd(
 
     # Tokens that scattered into a non-finite dkv row are suspects too.
     idx = indices.long()
-    valid = slot_validity(idx, S_kv, q_positions)
+    valid = slot_validity(idx, S_kv, q_positions, topk_length)
     safe = torch.where(valid, idx, torch.zeros_like(idx))
     groups = torch.arange(G, device=idx.device).view(1, G, 1)
     touches = (valid & bad_kv[safe, groups]).reshape(T, -1).any(1)
@@ -224,7 +252,7 @@ def checked_sparse_mla_bwd(
         + f". So far in this process: {totals['repaired_calls']} repaired calls, "
         f"{totals['repaired_tokens']} tokens recomputed")
     _agreement(q, kv, o, do, indices, lse, new_dq, new_dkv, kw, cfg)
-    return new_dq, new_dkv, counters
+    return new_dq, new_dkv, counters, d_sink
 
 
 def _agreement(q, kv, o, do, indices, lse, dq, dkv, kw, cfg):
@@ -238,7 +266,8 @@ def _agreement(q, kv, o, do, indices, lse, dq, dkv, kw, cfg):
     try:
         check_agreement(q, kv, o, do, indices, lse, dq, dkv, sm_scale=kw["sm_scale"],
                         lse_base=kw["lse_base"], q_positions=kw["q_positions"],
-                        delta=kw["delta"], tokens=cfg.agreement_tokens,
+                        delta=kw["delta"], topk_length=kw["topk_length"],
+                        tokens=cfg.agreement_tokens,
                         kv_rows=cfg.agreement_tokens,
                         generator=torch.Generator().manual_seed(seed))
     except Exception:

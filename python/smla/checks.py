@@ -10,11 +10,17 @@ wrong type; shapes, sizes, devices and values raise ValueError.
 
 Two rule sets, one function:
 * the kernels' (``strict=True``: modes "compiled" and "checked", and the
-  op): bf16 q/kv/o/do, fp32 lse/delta, bf16 or fp32 outputs, sizes T,
-  S_kv and K below 2^31 (the kernels take int32 sizes), and a CUDA q
-  (checked last, so that every other rule is exercised on a CPU);
+  op): bf16 q/kv/o/do, fp32 lse/delta/attn_sink, bf16 or fp32 outputs,
+  sizes T, S_kv and K below 2^31 (the kernels take int32 sizes), and a
+  CUDA q (checked last, so that every other rule is exercised on a CPU);
 * the reference's (``strict=False``): any device (all on q's), q of any
-  floating dtype that kv/o/do share, lse/delta fp32 or fp64.
+  floating dtype that kv/o/do share, lse/delta/attn_sink fp32 or fp64.
+
+Both take an attention sink ``attn_sink`` (one logit per head, [H]) and
+per-token lengths ``topk_length`` (int32 [T]; any value: token t has
+min(K, max(0, topk_length[t])) slots, smla.contract.token_slots). The
+client-shaped entry points (smla.dsv4) check their own layouts, then
+these rules under their argument names (``names``).
 
 Layout is not a rule: every entry point accepts strided tensors. The
 reference computes on any layout; the op hands the kernels a contiguous,
@@ -65,12 +71,17 @@ def _is_concrete(*tensors) -> bool:
 
 
 class _Checker:
-    def __init__(self, context: str, noun: str):
+    def __init__(self, context: str, noun: str, names=None):
         self.context = context
         self.noun = noun
+        self.names = names or {}
+
+    def name(self, name: str) -> str:
+        """The caller's name of the argument the rules call `name`."""
+        return self.names.get(name, name)
 
     def arg(self, name: str) -> str:
-        return f"{self.context}: {self.noun} '{name}'"
+        return f"{self.context}: {self.noun} '{self.name(name)}'"
 
     def value_error(self, name: str, msg: str):
         raise ValueError(f"{self.arg(name)} {msg}")
@@ -110,6 +121,8 @@ def validate_bwd_args(
     *,
     q_positions=None,
     delta=None,
+    attn_sink=None,
+    topk_length=None,
     sm_scale=None,
     lse_base=2,
     dq_dtype=None,
@@ -118,11 +131,14 @@ def validate_bwd_args(
     require_cuda: bool = True,
     context: str = CONTEXT,
     noun: str = "argument",
+    names=None,
 ) -> Optional[Dims]:
     """Checks the backward's arguments by the rules above (``strict``: the
     kernels'; ``require_cuda`` False for meta and fake tensors, which have
-    no data); returns the problem sizes (None for symbolic sizes)."""
-    c = _Checker(context, noun)
+    no data); returns the problem sizes (None for symbolic sizes).
+    ``names`` maps the rules' argument names to the caller's (an entry
+    point with other names: o -> out, indices -> topk_idxs, ...)."""
+    c = _Checker(context, noun, names)
     c.tensor("q", q, 3, "[T, H, D+Dt]")
     c.tensor("kv", kv, 3, "[S_kv, G, D+Dt]")
     c.tensor("o", o, 3, "[T, H, D]")
@@ -133,6 +149,10 @@ def validate_bwd_args(
         c.tensor("q_positions", q_positions, 1, "[T]")
     if delta is not None:
         c.tensor("delta", delta, 2, "[T, H]")
+    if attn_sink is not None:
+        c.tensor("attn_sink", attn_sink, 1, "[H]")
+    if topk_length is not None:
+        c.tensor("topk_length", topk_length, 1, "[T]")
 
     # dtypes
     if strict:
@@ -148,8 +168,12 @@ def validate_bwd_args(
     c.dtype("lse", lse, stat_dtypes)
     if delta is not None:
         c.dtype("delta", delta, stat_dtypes)
+    if attn_sink is not None:
+        c.dtype("attn_sink", attn_sink, stat_dtypes)
     if q_positions is not None:
         c.dtype("q_positions", q_positions, (torch.int32,))
+    if topk_length is not None:
+        c.dtype("topk_length", topk_length, (torch.int32,))
     out_allowed = STRICT_OUT_DTYPES if strict else FLOAT_DTYPES
     for name, dt in (("dq_dtype", dq_dtype), ("dkv_dtype", dkv_dtype)):
         if dt is not None and dt not in out_allowed:
@@ -158,13 +182,16 @@ def validate_bwd_args(
 
     # devices
     named = [("kv", kv), ("o", o), ("do", do), ("indices", indices), ("lse", lse),
-             ("q_positions", q_positions), ("delta", delta)]
+             ("q_positions", q_positions), ("delta", delta), ("attn_sink", attn_sink),
+             ("topk_length", topk_length)]
     for name, t in named:
         if t is not None and t.device != q.device:
-            c.value_error(name, f"must be on the device of 'q' ({q.device}), got {t.device}")
+            c.value_error(name, f"must be on the device of '{c.name('q')}' ({q.device}), "
+                                f"got {t.device}")
 
     # sizes
-    if not _is_concrete(q, kv, o, do, indices, lse, q_positions, delta):
+    if not _is_concrete(q, kv, o, do, indices, lse, q_positions, delta, attn_sink,
+                        topk_length):
         return None
     T, H, d_qk = q.shape
     S_kv, G, kv_w = kv.shape
@@ -191,7 +218,7 @@ def validate_bwd_args(
     D = o.shape[2]
     if not 1 <= D <= d_qk:
         c.value_error("o", f"must have last dimension D between 1 and D+Dt={d_qk}, got {D}")
-    c.shape("do", do, o.shape, "(the shape of 'o')")
+    c.shape("do", do, o.shape, f"(the shape of '{c.name('o')}')")
     if tuple(indices.shape[:2]) != (T, G):
         c.value_error(
             "indices",
@@ -206,6 +233,10 @@ def validate_bwd_args(
         c.shape("q_positions", q_positions, (T,), "[T]")
     if delta is not None:
         c.shape("delta", delta, (T, H), "[T, H]")
+    if attn_sink is not None:
+        c.shape("attn_sink", attn_sink, (H,), "[H]")
+    if topk_length is not None:
+        c.shape("topk_length", topk_length, (T,), "[T]")
     if strict:
         for name, size, value in (("q", "T = q.shape[0]", T), ("kv", "S_kv = kv.shape[0]", S_kv),
                                   ("indices", "K = indices.shape[2]", K)):

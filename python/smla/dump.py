@@ -12,6 +12,8 @@ Format (torch.save of a plain dict; loaded with torch.load(weights_only=True)):
     lse            [T, H]           float32 (or float64)
     q_positions    [T] int32 or None
     delta          [T, H] float or None
+    attn_sink      [H] float or None (lse then includes the sink)
+    topk_length    [T] int32 or None
     sm_scale       float            (written resolved; None is read as the
                                      default (D+Dt)**-0.5)
     lse_base       "2" or "e"
@@ -49,7 +51,8 @@ from .contract import default_sm_scale, normalize_lse_base
 FORMAT = "smla.sparse_mla_bwd.call"
 VERSION = 1
 TENSOR_KEYS = ("q", "kv", "o", "do", "indices", "lse")
-OPTIONAL_TENSOR_KEYS = ("q_positions", "delta", "observed_dq", "observed_dkv")
+OPTIONAL_TENSOR_KEYS = ("q_positions", "delta", "attn_sink", "topk_length", "observed_dq",
+                        "observed_dkv")
 REQUIRED_KEYS = ("format", "version", *TENSOR_KEYS, "sm_scale", "lse_base")
 KNOWN_KEYS = (*REQUIRED_KEYS, *OPTIONAL_TENSOR_KEYS, "dq_dtype", "dkv_dtype", "meta")
 _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16,
@@ -75,8 +78,8 @@ def _dtype_name(dt: Optional[torch.dtype]) -> Optional[str]:
 
 def dump_call(
     path, q, kv, o, do, indices, lse, *, sm_scale=None, lse_base=2, q_positions=None,
-    delta=None, dq_dtype=None, dkv_dtype=None, observed_dq=None, observed_dkv=None,
-    meta: Optional[Dict[str, Any]] = None,
+    delta=None, attn_sink=None, topk_length=None, dq_dtype=None, dkv_dtype=None,
+    observed_dq=None, observed_dkv=None, meta: Optional[Dict[str, Any]] = None,
 ) -> str:
     """Write one backward call (and optionally the outputs a backend gave) to
     ``path``; returns the path. Arguments as smla.sparse_mla_bwd."""
@@ -86,6 +89,8 @@ def dump_call(
         **{k: _cpu(v) for k, v in zip(TENSOR_KEYS, (q, kv, o, do, indices, lse))},
         "q_positions": _cpu(q_positions),
         "delta": _cpu(delta),
+        "attn_sink": _cpu(attn_sink),
+        "topk_length": _cpu(topk_length),
         "sm_scale": float(default_sm_scale(q.shape[-1]) if sm_scale is None else sm_scale),
         "lse_base": str(normalize_lse_base(lse_base)),
         "dq_dtype": _dtype_name(dq_dtype),
@@ -161,7 +166,8 @@ def load_call(path, max_bytes: Optional[int] = None) -> Dict[str, Any]:
                         f"{_brief(rec['lse_base'])}")
     validate_bwd_args(
         rec["q"], rec["kv"], rec["o"], rec["do"], rec["indices"], rec["lse"],
-        q_positions=rec["q_positions"], delta=rec["delta"], sm_scale=rec["sm_scale"],
+        q_positions=rec["q_positions"], delta=rec["delta"], attn_sink=rec["attn_sink"],
+        topk_length=rec["topk_length"], sm_scale=rec["sm_scale"],
         lse_base=rec["lse_base"], dq_dtype=rec["dq_dtype"], dkv_dtype=rec["dkv_dtype"],
         strict=False, context=where, noun="key",
     )
@@ -228,8 +234,8 @@ def dump_to_dir(directory, q, kv, o, do, indices, lse, *, max_files: Optional[in
     them within a process."""
     files = _config.get("dump_max_files") if max_files is None else int(max_files)
     cap = _config.get("dump_max_bytes") if max_bytes is None else int(max_bytes)
-    size = dump_bytes(q, kv, o, do, indices, lse, kw.get("q_positions"), kw.get("delta"),
-                      kw.get("observed_dq"), kw.get("observed_dkv"))
+    size = dump_bytes(q, kv, o, do, indices, lse,
+                      *(kw.get(k) for k in OPTIONAL_TENSOR_KEYS))
     global _dir_count
     with _dir_lock:
         present = glob.glob(os.path.join(os.fspath(directory), DUMP_PATTERN))
@@ -247,5 +253,6 @@ def call_kwargs(rec: Dict[str, Any], device="cpu") -> Dict[str, Any]:
     kw = {k: mv(rec[k]) for k in TENSOR_KEYS}
     kw.update(sm_scale=rec["sm_scale"], lse_base=rec["lse_base"],
               q_positions=mv(rec["q_positions"]), delta=mv(rec["delta"]),
+              attn_sink=mv(rec["attn_sink"]), topk_length=mv(rec["topk_length"]),
               dq_dtype=rec["dq_dtype"], dkv_dtype=rec["dkv_dtype"])
     return kw

@@ -1,7 +1,8 @@
 """Replay a dumped sparse_mla_bwd call: ``python -m smla.replay DUMP``.
 
 Runs a candidate backend (``--backend``, default "compiled") and a baseline
-(``--baseline``), and prints per output (dq, dkv): NaN/Inf counts, max abs
+(``--baseline``), and prints per output (dq, dkv, and d_sink for a call
+with an attention sink): NaN/Inf counts, max abs
 and max rel error on the finite overlap, the relative Frobenius error, the
 guard counters and the time of each backend. If the dump holds the outputs
 the failing backend produced (observed_dq/observed_dkv), they are compared
@@ -15,7 +16,7 @@ The baseline defaults to "reference" for a compiled candidate and to
 
 Pass criterion: the candidate is finite and, for dq and dkv, the relative
 Frobenius error ||cand - base||_F / ||base||_F <= --tol (default 1e-2: bf16
-outputs vs an fp32 reference). Max rel error is max|cand - base| / max|base|.
+outputs vs an fp32 reference), and so for d_sink. Max rel error is max|cand - base| / max|base|.
 
 Exit status: 0 pass, 1 non-finite result, mismatch or a backend that
 raised, 2 unusable dump (unreadable, refused by the safe unpickler, over
@@ -41,22 +42,27 @@ DEFAULT_TOL = 1e-2
 
 
 def run_backend(name: str, kw: Dict, baseline: bool = False):
-    """(dq, dkv, counters). A candidate returns the dump's output dtypes (as
-    the compiled kernel would); a baseline returns unrounded fp32/fp64."""
+    """(dq, dkv, d_sink or None, counters). A candidate returns the dump's
+    output dtypes (as the compiled kernel would); a baseline returns
+    unrounded fp32/fp64."""
     if name in ("compiled", "checked"):
-        return sparse_mla_bwd(**kw, diagnostics=True, mode=name)
-    if name == "reference":
+        res = sparse_mla_bwd(**kw, diagnostics=True, mode=name)
+    elif name == "reference":
         if baseline:
             kw = dict(kw, dq_dtype=torch.float32, dkv_dtype=torch.float32)
-        return sparse_mla_bwd(**kw, diagnostics=True, mode="reference")
-    if name == "reference64":
+        res = sparse_mla_bwd(**kw, diagnostics=True, mode="reference")
+    elif name == "reference64":
         args = [kw[k] for k in ("q", "kv", "o", "do", "indices", "lse")]
-        return sparse_mla_bwd_reference(
+        sink = kw["attn_sink"]
+        res = sparse_mla_bwd_reference(
             *args, kw["sm_scale"], lse_base=kw["lse_base"], q_positions=kw["q_positions"],
-            delta=kw["delta"], dq_dtype=torch.float64, dkv_dtype=torch.float64,
+            delta=kw["delta"], attn_sink=None if sink is None else sink.double(),
+            topk_length=kw["topk_length"], dq_dtype=torch.float64, dkv_dtype=torch.float64,
             dtype=torch.float64, diagnostics=True,
         )
-    raise ValueError(f"unknown backend {name!r}")
+    else:
+        raise ValueError(f"unknown backend {name!r}")
+    return res[0], res[1], (res[2] if len(res) == 4 else None), res[-1]
 
 
 def timed(name: str, kw: Dict, device: torch.device, baseline: bool = False,
@@ -140,12 +146,14 @@ def main(argv=None) -> int:
         print(f"meta: {rec['meta']}")
 
     try:
-        (c_dq, c_dkv, c_cnt), c_ms = timed(cand, kw, device, False, warm, args.repeat)
+        (c_dq, c_dkv, c_sink, c_cnt), c_ms = timed(cand, kw, device, False, warm,
+                                                   args.repeat)
     except (RuntimeError, ValueError, TypeError) as exc:
         print(f"result: FAIL (backend {cand} raised {type(exc).__name__}: {exc})")
         return 1
     try:
-        (b_dq, b_dkv, b_cnt), b_ms = timed(base, kw, device, True, warm, args.repeat)
+        (b_dq, b_dkv, b_sink, b_cnt), b_ms = timed(base, kw, device, True, warm,
+                                                   args.repeat)
     except (RuntimeError, ValueError, TypeError) as exc:
         print(f"result: FAIL (baseline {base} raised {type(exc).__name__}: {exc})")
         return 1
@@ -153,7 +161,10 @@ def main(argv=None) -> int:
     print(f"counters: {cand} {c_cnt}; {base} {b_cnt}")
 
     ok, reasons = True, []
-    for name, c, b in (("dq", c_dq, b_dq), ("dkv", c_dkv, b_dkv)):
+    outputs = [("dq", c_dq, b_dq), ("dkv", c_dkv, b_dkv)]
+    if c_sink is not None:
+        outputs.append(("d_sink", c_sink, b_sink))
+    for name, c, b in outputs:
         st = compare(c, b)
         bad = st["nan"] + st["inf"] > 0 or st["rel_fro"] > args.tol
         print(_fmt(f"{name} ({cand})", st) + ("  FAIL" if bad else "  ok"))

@@ -48,22 +48,28 @@ def _spread(candidates: torch.Tensor, n: int) -> torch.Tensor:
 
 
 def check_lse(q, kv, indices, lse, sm_scale=None, lse_base=2, *, q_positions=None,
-              tokens: int = 4, context: str = "smla.check_lse") -> LseCheck:
+              attn_sink=None, topk_length=None, tokens: int = 4,
+              context: str = "smla.check_lse") -> LseCheck:
     """Recompute the lse of ``tokens`` tokens (their rows with a finite lse)
     in float64 and compare it with ``lse`` in both bases. Raises
     LseBaseMismatchError, naming ``lse_base``, when no row matches the
     declared base and some match the other one. Rows whose two bases are
-    too close to tell apart (an lse near 0) are not counted."""
+    too close to tell apart (an lse near 0) are not counted. With
+    ``attn_sink`` the recomputed lse includes the sink (the lse a call with
+    a sink takes); ``topk_length`` limits each token to its slots."""
     base = normalize_lse_base(lse_base)
     scale = default_sm_scale(q.shape[-1]) if sm_scale is None else float(sm_scale)
     live = torch.isfinite(lse).any(1).nonzero().squeeze(1)
     ts = _spread(live, max(int(tokens), 1))
     if ts.numel() == 0:
         return LseCheck(0, 0, 0, 0.0)
-    qpos = None if q_positions is None else q_positions.index_select(0, ts)
+    def rows(t):
+        return None if t is None else t.index_select(0, ts)
+
     _, lse2 = sparse_mla_fwd_reference(
         q.index_select(0, ts), kv, indices.index_select(0, ts), scale, d_v=1, lse_base=2,
-        q_positions=qpos, dtype=torch.float64)
+        q_positions=rows(q_positions), attn_sink=attn_sink, topk_length=rows(topk_length),
+        dtype=torch.float64)
     lse2 = lse2.double()
     given = lse.index_select(0, ts).double()
     want = lse2 if base == 2 else lse2 / LOG2E
@@ -96,7 +102,8 @@ def _rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
 
 
 def check_agreement(q, kv, o, do, indices, lse, dq, dkv, *, sm_scale: float, lse_base,
-                    q_positions=None, delta=None, tokens: int = 4, kv_rows: int = 4,
+                    q_positions=None, delta=None, topk_length=None, tokens: int = 4,
+                    kv_rows: int = 4,
                     max_touching: int = 256, tol: float = 5e-2,
                     generator: Optional[torch.Generator] = None,
                     context: str = "smla checked mode") -> dict:
@@ -117,7 +124,8 @@ def check_agreement(q, kv, o, do, indices, lse, dq, dkv, *, sm_scale: float, lse
     ref_dq, _ = sparse_mla_bwd_reference(
         sub(q, pick), kv, sub(o, pick), sub(do, pick), sub(indices, pick), sub(lse, pick),
         sm_scale, lse_base=lse_base, q_positions=sub(q_positions, pick),
-        delta=sub(delta, pick), dq_dtype=torch.float32, dkv_dtype=torch.float32)
+        delta=sub(delta, pick), topk_length=sub(topk_length, pick), dq_dtype=torch.float32,
+        dkv_dtype=torch.float32)
     errors = {"dq": _rel_error(dq.index_select(0, pick), ref_dq)}
     if not errors["dq"] <= tol:
         raise OutputMismatchError(
@@ -126,7 +134,7 @@ def check_agreement(q, kv, o, do, indices, lse, dq, dkv, *, sm_scale: float, lse
             "finite but wrong values")
 
     idx = indices.long()
-    valid = slot_validity(idx, S, q_positions)
+    valid = slot_validity(idx, S, q_positions, topk_length)
     chosen = idx.index_select(0, pick)[valid.index_select(0, pick)].unique()
     if chosen.numel():
         # Tokens selecting each candidate row; the least selected first.
@@ -143,7 +151,8 @@ def check_agreement(q, kv, o, do, indices, lse, dq, dkv, *, sm_scale: float, lse
         _, ref_dkv = sparse_mla_bwd_reference(
             sub(q, rows), kv, sub(o, rows), sub(do, rows), masked, sub(lse, rows), sm_scale,
             lse_base=lse_base, q_positions=sub(q_positions, rows), delta=sub(delta, rows),
-            dq_dtype=torch.float32, dkv_dtype=torch.float32)
+            topk_length=sub(topk_length, rows), dq_dtype=torch.float32,
+            dkv_dtype=torch.float32)
         errors["dkv"] = _rel_error(dkv.index_select(0, chosen), ref_dkv.index_select(0, chosen))
         if not errors["dkv"] <= tol:
             raise OutputMismatchError(

@@ -60,7 +60,7 @@ def test_clean_run_passes_through(case, inject, caplog):
     tensors, kw, clean = case
     calls = inject(lambda dq, dkv, call: (dq, dkv))
     with caplog.at_level(logging.DEBUG, logger="smla"):
-        dq, dkv, cnt = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
+        dq, dkv, cnt, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
     assert not [r for r in caplog.records if r.name == "smla"]
     assert calls == [0]  # no re-run
     assert torch.equal(dq, clean[0]) and torch.equal(dkv, clean[1])
@@ -78,7 +78,7 @@ def test_nan_dq_rows_are_recomputed(case, inject, caplog):
 
     calls = inject(corrupt)
     with caplog.at_level(logging.WARNING, logger="smla"):
-        dq, dkv, cnt = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
+        dq, dkv, cnt, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
     assert [r.levelno for r in repairs(caplog)] == [logging.WARNING]
     assert re.search(re.escape(
         "returned 97 non-finite dq values in 2 query tokens and 0 non-finite dkv values "
@@ -105,7 +105,7 @@ def test_nan_dkv_rows_repair_the_tokens_that_touch_them(case, inject):
         return dq, dkv
 
     inject(corrupt)
-    dq, dkv, cnt = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
+    dq, dkv, cnt, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
     touching = int(((indices.long() == row).flatten(1).any(1)).sum())
     assert cnt["repaired_tokens"] == touching > 0
     close(dq, clean[0])
@@ -129,7 +129,7 @@ def test_reference_cost_is_proportional_to_bad_rows(case, inject, monkeypatch):
         return dq, dkv
 
     inject(corrupt)
-    dq, dkv, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
+    dq, dkv, _, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
     assert seen == [1]  # one reference call over the single bad token
     close(dq, clean[0])
     close(dkv, clean[1])
@@ -145,7 +145,7 @@ def test_persistent_corruption_falls_back_to_full_reference(case, inject, caplog
 
     inject(corrupt)
     with caplog.at_level(logging.WARNING, logger="smla"):
-        dq, dkv, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
+        dq, dkv, _, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
     assert "dkv is the full reference" in repairs(caplog)[0].getMessage()
     close(dq, clean[0])
     close(dkv, clean[1])
@@ -161,7 +161,7 @@ def test_bf16_outputs_are_repaired_too(case, inject):
         return dq, dkv
 
     inject(corrupt)
-    dq, dkv, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
+    dq, dkv, _, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
     assert dq.dtype == torch.bfloat16 and dkv.dtype == torch.bfloat16
     torch.testing.assert_close(dq.float(), clean[0], rtol=1e-2, atol=1e-2)
     torch.testing.assert_close(dkv.float(), clean[1], rtol=1e-2, atol=1e-2)
@@ -186,7 +186,7 @@ def test_non_finite_lse_is_not_an_input_error(case):
     lse = tensors[5].clone()
     lse[0, 0] = float("inf")
     tensors[5] = lse
-    dq, dkv, cnt = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
+    dq, dkv, cnt, _ = checked.checked_sparse_mla_bwd(*tensors, **kw, backend=reference_backend)
     assert torch.isfinite(dq).all() and (dq[0, 0] == 0).all()
     assert cnt["dead_rows"] >= 1
 
@@ -314,9 +314,9 @@ def test_overflowing_inputs_are_counted_never_silent():
     c = make_inputs(T=8, H=4, G=1, S=16, K=6, D=16, Dt=8, seed=1, dtype=torch.bfloat16)
     kv = (c["kv"].float() * 1e20).bfloat16()
     assert torch.isfinite(kv.float()).all()
-    dq, dkv, cnt = reference_backend(c["q"], kv, c["o"], c["do"], c["indices"], c["lse"],
-                                     sm_scale=c["scale"], lse_base=2, dq_dtype=torch.bfloat16,
-                                     dkv_dtype=torch.bfloat16)
+    dq, dkv, cnt, _ = reference_backend(c["q"], kv, c["o"], c["do"], c["indices"], c["lse"],
+                                        sm_scale=c["scale"], lse_base=2,
+                                        dq_dtype=torch.bfloat16, dkv_dtype=torch.bfloat16)
     bad = int((~torch.isfinite(dq.float())).any(-1).sum() +
               (~torch.isfinite(dkv.float())).any(-1).sum())
     assert bad > 0 and cnt["nonfinite_rows"] == bad
@@ -351,10 +351,10 @@ def test_checked_mode_repairs_in_float64_when_only_fp32_overflows(caplog):
     _, lse = smla.sparse_mla_fwd_reference(q, kv, idx, 0.2, d_v=D)
     args = (q, kv, o, do, idx, lse)
     kw = dict(sm_scale=0.2, lse_base=2, dq_dtype=torch.float32, dkv_dtype=torch.float32)
-    _, _, cnt = reference_backend(*args, **kw)
+    _, _, cnt, _ = reference_backend(*args, **kw)
     assert cnt["nonfinite_rows"] > 0  # fp32 overflows
     with caplog.at_level(logging.WARNING, logger="smla"):
-        dq, dkv, _ = checked.checked_sparse_mla_bwd(*args, **kw, backend=reference_backend)
+        dq, dkv, _, _ = checked.checked_sparse_mla_bwd(*args, **kw, backend=reference_backend)
     assert torch.isfinite(dq).all() and torch.isfinite(dkv).all()
     want_dq, want_dkv = smla.sparse_mla_bwd_reference(*args, 0.2, dtype=torch.float64,
                                                       dq_dtype=torch.float64,

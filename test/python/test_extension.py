@@ -40,7 +40,7 @@ def kernels_present():
 
 
 def make_args(device="cpu", T=4, H=4, G=2, S=8, K=3, D=8, Dt=4, positions=False,
-              delta=False):
+              delta=False, sink=False, lengths=False):
     """A valid argument list (schema order) for a small problem."""
     bf16 = dict(dtype=torch.bfloat16, device=device)
     gen = torch.Generator().manual_seed(0)
@@ -58,12 +58,22 @@ def make_args(device="cpu", T=4, H=4, G=2, S=8, K=3, D=8, Dt=4, positions=False,
         torch.randn(T, H, generator=gen).to(device) if delta else None,
         torch.bfloat16,
         torch.float32,
+        torch.randn(H, generator=gen).to(device) if sink else None,
+        torch.randint(0, K + 1, (T,), generator=gen, dtype=torch.int32).to(device)
+        if lengths else None,
     ]
 
 
 ARG = {name: i for i, name in enumerate(
     ["q", "kv", "o", "do", "indices", "lse", "sm_scale", "lse_base_e", "q_positions",
-     "delta", "dq_dtype", "dkv_dtype"])}
+     "delta", "dq_dtype", "dkv_dtype", "attn_sink", "topk_length"])}
+
+
+def launch_args(args):
+    """The private launch op's arguments for the public op's `args`: no
+    lse_base_e (it takes a base-2 lse) and no sink (the public op turns it
+    into d_sink and a delta)."""
+    return [a for name, a in zip(ARG, args) if name not in ("lse_base_e", "attn_sink")]
 
 
 def with_arg(args, name, value):
@@ -77,17 +87,23 @@ def test_op_and_schema_registered():
     assert str(torch.ops.smla._launch_bwd.default._schema) == (
         "smla::_launch_bwd(Tensor q, Tensor kv, Tensor o, Tensor do, Tensor indices, "
         "Tensor lse, float sm_scale, Tensor? q_positions, Tensor? delta, ScalarType dq_dtype, "
-        "ScalarType dkv_dtype) -> (Tensor dq, Tensor dkv, Tensor counters)")
+        "ScalarType dkv_dtype, Tensor? topk_length) -> (Tensor dq, Tensor dkv, "
+        "Tensor counters)")
+    assert str(torch.ops.smla._delta.default._schema) == (
+        "smla::_delta(Tensor o, Tensor do, int dt, int groups, bool positions, "
+        "ScalarType dq_dtype, ScalarType dkv_dtype) -> Tensor")
 
 
 def test_launch_op_is_cuda_only():
     """The private launch op has a CUDA kernel only: the public op answers
     every other device (test_validation.py)."""
-    args = make_args("cpu")
-    del args[ARG["lse_base_e"]]
+    args = make_args("cpu", lengths=True)
     with pytest.raises(NotImplementedError, match="'smla::_launch_bwd' with arguments from the "
                        "'CPU' backend"):
-        torch.ops.smla._launch_bwd(*args)
+        torch.ops.smla._launch_bwd(*launch_args(args))
+    with pytest.raises(NotImplementedError, match="'smla::_delta' with arguments from the "
+                       "'CPU' backend"):
+        torch.ops.smla._delta(args[2], args[3], 4, 2, False, torch.bfloat16, torch.float32)
 
 
 def test_kernel_directory(monkeypatch, tmp_path):
@@ -248,12 +264,13 @@ def test_bad_cubin_digest_error(tmp_path):
 @pytest.mark.parametrize("extras", [False, True])
 def test_meta_shapes(dq_dtype, dkv_dtype, extras):
     args = make_args("meta", T=5, H=8, G=2, S=11, K=7, D=16, Dt=8, positions=extras,
-                     delta=extras)
+                     delta=extras, sink=extras, lengths=extras)
     args[ARG["dq_dtype"]], args[ARG["dkv_dtype"]] = dq_dtype, dkv_dtype
-    dq, dkv, counters = OP(*args)
+    dq, dkv, counters, d_sink = OP(*args)
     assert (dq.shape, dq.dtype, dq.device.type) == ((5, 8, 24), dq_dtype, "meta")
     assert (dkv.shape, dkv.dtype) == ((11, 2, 24), dkv_dtype)
     assert (counters.shape, counters.dtype) == ((4,), torch.int64)
+    assert (d_sink.shape, d_sink.dtype) == (((8,) if extras else (0,)), torch.float32)
 
 
 def test_fake_tensor_mode_keeps_device():
@@ -261,8 +278,9 @@ def test_fake_tensor_mode_keeps_device():
 
     with FakeTensorMode() as mode:
         args = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a
-                for a in make_args("cpu")]
-        dq, dkv, counters = OP(*args)
+                for a in make_args("cpu", sink=True, lengths=True)]
+        dq, dkv, counters, d_sink = OP(*args)
+    assert (d_sink.shape, d_sink.device.type) == ((4,), "cpu")
     assert (dq.shape, dq.device.type) == ((4, 4, 12), "cpu")
     assert (dkv.shape, dkv.dtype) == ((8, 2, 12), torch.float32)
 
@@ -286,9 +304,10 @@ def test_cpu_call_needs_cuda():
 
 
 @needs_cuda
-@pytest.mark.parametrize("name", ["kv", "lse", "q_positions", "delta"])
+@pytest.mark.parametrize("name", ["kv", "lse", "q_positions", "delta", "attn_sink",
+                                  "topk_length"])
 def test_device_mismatch_message_cuda(name):
-    args = make_args("cuda", positions=True, delta=True)
+    args = make_args("cuda", positions=True, delta=True, sink=True, lengths=True)
     args = with_arg(args, name, args[ARG[name]].cpu())
     with pytest.raises(ValueError, match=CTX + f"argument '{name}' must be on the "
                        r"device of 'q' \(cuda:0\), got cpu"):
@@ -299,11 +318,12 @@ def test_device_mismatch_message_cuda(name):
 @pytest.mark.parametrize("dkv_dtype", [torch.bfloat16, torch.float32])
 def test_no_tokens_returns_empty_gradients_without_kernels(monkeypatch, dkv_dtype):
     smla.configure(kernel_dir="/nonexistent/smla-kernels")
-    args = with_arg(make_args("cuda", T=0), "dkv_dtype", dkv_dtype)
-    dq, dkv, cnt = OP(*args)
+    args = with_arg(make_args("cuda", T=0, sink=True, lengths=True), "dkv_dtype", dkv_dtype)
+    dq, dkv, cnt, d_sink = OP(*args)
     assert dq.shape == args[0].shape and dq.dtype == torch.bfloat16
     assert dkv.shape == args[1].shape and dkv.dtype == dkv_dtype and not dkv.any()
     assert cnt.tolist() == [0, 0, 0, 0] and cnt.device == dq.device
+    assert d_sink.tolist() == [0.0] * 4
 
 
 @needs_cuda
@@ -342,7 +362,7 @@ def test_glm_shape_runs_and_opcheck(dkv_dtype):
 
     args = make_args("cuda", T=8, H=16, G=1, S=64, K=32, D=512, Dt=64)
     args = with_arg(args, "dkv_dtype", dkv_dtype)
-    dq, dkv, cnt = OP(*args)
+    dq, dkv, cnt, _ = OP(*args)
     torch.cuda.synchronize()
     assert dq.dtype == torch.bfloat16 and dkv.dtype == dkv_dtype
     q, kv, o, dout, idx, lse = args[:6]

@@ -21,7 +21,7 @@ from smla.checks import kernel_layout
 OP = torch.ops.smla.sparse_mla_bwd
 PRE = "smla.sparse_mla_bwd: "
 NAMES = ["q", "kv", "o", "do", "indices", "lse", "sm_scale", "q_positions", "delta",
-         "dq_dtype", "dkv_dtype"]
+         "dq_dtype", "dkv_dtype", "attn_sink", "topk_length"]
 CUDA_RULE = ("argument 'q' must be a CUDA tensor (the compiled kernels run on CUDA devices; "
              "mode='reference' runs on any), got device cpu")
 SM_SCALE_RULE = ("argument 'sm_scale' must be a finite positive number that is normal in "
@@ -46,6 +46,8 @@ def valid(T=4, H=4, G=2, S=8, K=3, D=8, Dt=4):
         delta=torch.randn(T, H, generator=gen),
         dq_dtype=torch.bfloat16,
         dkv_dtype=torch.float32,
+        attn_sink=torch.randn(H, generator=gen),
+        topk_length=torch.randint(-1, K + 2, (T,), generator=gen, dtype=torch.int32),
     )
 
 
@@ -117,12 +119,30 @@ BAD = [
      "argument 'delta' must have shape (4, 4) [T, H], got (4, 5)", None),
     *[("sm_scale", (lambda v: lambda t: v)(v), ValueError, SM_SCALE_RULE + repr(v), None)
       for v in (float("nan"), float("inf"), -1.0, 0.0, 1e39, 1e300, 1e-300, 1e-39, 2.36e38)],
+    ("attn_sink", lambda t: t.double(), TypeError,
+     "argument 'attn_sink' must have dtype torch.float32, got torch.float64", ACCEPTED),
+    ("attn_sink", lambda t: t.bfloat16(), TypeError,
+     "argument 'attn_sink' must have dtype torch.float32, got torch.bfloat16",
+     "argument 'attn_sink' must have dtype torch.float32 or torch.float64, got torch.bfloat16"),
+    ("attn_sink", lambda t: t[:, None], ValueError,
+     "argument 'attn_sink' must have 1 dimension [H], got 2 (shape (4, 1))", None),
+    ("attn_sink", lambda t: t[:3], ValueError,
+     "argument 'attn_sink' must have shape (4,) [H], got (3,)", None),
+    ("topk_length", lambda t: t.long(), TypeError,
+     "argument 'topk_length' must have dtype torch.int32, got torch.int64", None),
+    ("topk_length", lambda t: t.float(), TypeError,
+     "argument 'topk_length' must have dtype torch.int32, got torch.float32", None),
+    ("topk_length", lambda t: t[None], ValueError,
+     "argument 'topk_length' must have 1 dimension [T], got 2 (shape (1, 4))", None),
+    ("topk_length", lambda t: torch.cat([t, t]), ValueError,
+     "argument 'topk_length' must have shape (4,) [T], got (8,)", None),
 ]
 
 
 def _api(mode, a):
     return smla.sparse_mla_bwd(a["q"], a["kv"], a["o"], a["do"], a["indices"], a["lse"],
                                a["sm_scale"], q_positions=a["q_positions"], delta=a["delta"],
+                               attn_sink=a["attn_sink"], topk_length=a["topk_length"],
                                dq_dtype=a["dq_dtype"], dkv_dtype=a["dkv_dtype"], mode=mode)
 
 
@@ -131,7 +151,7 @@ def _op(a, device=None):
              for k, v in a.items()}
     return OP(moved["q"], moved["kv"], moved["o"], moved["do"], moved["indices"], moved["lse"],
               moved["sm_scale"], False, moved["q_positions"], moved["delta"],
-              moved["dq_dtype"], moved["dkv_dtype"])
+              moved["dq_dtype"], moved["dkv_dtype"], moved["attn_sink"], moved["topk_length"])
 
 
 ENTRY_POINTS = {
@@ -163,8 +183,9 @@ def test_reference_mode_applies_its_rules(name, breaker, exc, message, reference
     a = valid()
     a[name] = breaker(a[name])
     if reference == ACCEPTED:
-        dq, dkv = _api("reference", a)
+        dq, dkv, d_sink = _api("reference", a)
         assert dq.shape == a["q"].shape and dkv.shape == a["kv"].shape
+        assert d_sink.shape == (4,)
     else:
         _raises(exc, reference or message, lambda b: _api("reference", b), a)
 
@@ -177,30 +198,37 @@ def test_a_valid_cpu_call_stops_at_the_device_rule(entry):
 
 
 def test_meta_and_reference_calls_of_a_valid_call_run():
-    dq, dkv, counters = _op(valid(), "meta")
-    assert (dq.shape, dq.dtype, dkv.dtype, counters.shape) == \
-        ((4, 4, 12), torch.bfloat16, torch.float32, (4,))
-    dq, dkv = _api("reference", valid())
+    dq, dkv, counters, d_sink = _op(valid(), "meta")
+    assert (dq.shape, dq.dtype, dkv.dtype, counters.shape, d_sink.shape, d_sink.dtype) == \
+        ((4, 4, 12), torch.bfloat16, torch.float32, (4,), (4,), torch.float32)
+    no_sink = dict(valid(), attn_sink=None)
+    assert _op(no_sink, "meta")[3].shape == (0,)
+    dq, dkv, d_sink = _api("reference", valid())
     assert dq.dtype == torch.bfloat16 and dkv.dtype == torch.float32
+    assert d_sink.dtype == torch.float32 and torch.isfinite(d_sink).all()
+    assert len(_api("reference", no_sink)) == 2
 
 
 @pytest.mark.parametrize("entry", ["api-compiled", "api-checked", "api-reference", "op-cpu"])
-def test_device_mismatch(entry):
+@pytest.mark.parametrize("name", ["lse", "attn_sink", "topk_length"])
+def test_device_mismatch(entry, name):
     a = valid()
-    a["lse"] = a["lse"].to("meta")
+    a[name] = a[name].to("meta")
     fn = (lambda b: _api("reference", b)) if entry == "api-reference" else ENTRY_POINTS[entry]
-    _raises(ValueError, "argument 'lse' must be on the device of 'q' (cpu), got meta", fn, a)
+    _raises(ValueError, f"argument '{name}' must be on the device of 'q' (cpu), got meta", fn,
+            a)
     # The fake implementation: q on meta, lse on the CPU.
     a = {k: v.to("meta") if isinstance(v, torch.Tensor) and k != "lse" else v
          for k, v in valid().items()}
     _raises(ValueError, "argument 'lse' must be on the device of 'q' (meta), got cpu", _op, a)
 
 
-def test_not_a_tensor():
+@pytest.mark.parametrize("name", ["q", "attn_sink", "topk_length"])
+def test_not_a_tensor(name):
     a = valid()
-    a["q"] = [1.0, 2.0]
+    a[name] = [1.0, 2.0]
     for mode in ("compiled", "checked", "reference"):
-        _raises(TypeError, "argument 'q' must be a torch.Tensor, got list",
+        _raises(TypeError, f"argument '{name}' must be a torch.Tensor, got list",
                 lambda b: _api(mode, b), a)
 
 
@@ -214,7 +242,8 @@ def test_int32_sizes(entry):
              o=torch.empty(T, 4, 8, dtype=torch.bfloat16, device="meta"),
              do=torch.empty(T, 4, 8, dtype=torch.bfloat16, device="meta"),
              indices=torch.empty(T, 2, 3, dtype=torch.int32, device="meta"),
-             lse=torch.empty(T, 4, device="meta"), q_positions=None, delta=None)
+             lse=torch.empty(T, 4, device="meta"), q_positions=None, delta=None,
+             topk_length=None)
     fn = (lambda b: _op(b, "meta")) if entry == "op-meta" else ENTRY_POINTS[entry]
     _raises(ValueError, f"argument 'q' must have T = q.shape[0] <= 2147483647 (the kernels' "
             f"int32 sizes), got {T}", fn, a)
@@ -222,19 +251,20 @@ def test_int32_sizes(entry):
 
 @pytest.mark.parametrize("entry", ["api-compiled", "api-checked", "op-cpu"])
 @pytest.mark.parametrize("name", ["q", "kv", "o", "do", "indices", "lse", "q_positions",
-                                  "delta"])
+                                  "delta", "attn_sink", "topk_length"])
 def test_strided_arguments_are_accepted(entry, name):
     """One layout policy: no entry point refuses a strided tensor (on a CPU
     the call stops at the device rule, after every other check)."""
     a = valid()
-    a[name] = _noncontig(a[name]) if a[name].dim() > 1 else a[name][::1]
-    assert a[name].dim() == 1 or not a[name].is_contiguous()
+    a[name] = _noncontig(a[name]) if a[name].dim() > 1 else \
+        torch.stack([a[name], a[name]], 1)[:, 0]
+    assert not a[name].is_contiguous()
     _raises(ValueError, CUDA_RULE, ENTRY_POINTS[entry], a)
-    dq, _, _ = _op(a, "meta")
+    dq = _op(a, "meta")[0]
     assert dq.shape == (4, 4, 12)
     ref = _api("reference", a)
     want = _api("reference", valid())
-    assert torch.equal(ref[0], want[0]) and torch.equal(ref[1], want[1])
+    assert all(torch.equal(x, y) for x, y in zip(ref, want))
 
 
 def test_kernel_layout_copies_once_and_logs(caplog):
