@@ -5,8 +5,9 @@ Public API
 ----------
 sparse_mla_bwd(q, kv, o, do, indices, lse, sm_scale=None, is_casual=True,
                return_kernel=False, delta=None, *, lse_base=2,
-               q_positions=None, dq_dtype=None, dkv_dtype=None,
-               diagnostics=False, mode=None) -> (dq, dkv[, counters])
+               q_positions=None, attn_sink=None, topk_length=None,
+               dq_dtype=None, dkv_dtype=None, diagnostics=False, mode=None)
+    -> (dq, dkv[, d_sink][, counters])
     Drop-in for TileLang's / Slime's ``sparse_mla_bwd`` (same positional
     arguments; unbatched [T, ...] like Slime, or batched [B, T, ...] like
     upstream TileLang). q [T,H,D+Dt] bf16, kv [S_kv,G,D+Dt] bf16, o/do
@@ -17,10 +18,22 @@ sparse_mla_bwd(q, kv, o, do, indices, lse, sm_scale=None, is_casual=True,
     SMLA_MODE, else compiled for CUDA inputs when the compiled backward can
     run there, else reference). Any H from 1 to 128 (G = 1) runs on the
     kernels; a gradient into lse (SparseMLA) is passed to them as delta.
+    attn_sink [H]: an attention sink (lse includes it; d_sink is returned);
+    topk_length [T] int32: token t's number of slots.
 
-SparseMLA.apply(q, kv, indices, scaling[, d_v, q_positions]) -> (out, lse)
+SparseMLA.apply(q, kv, indices, scaling[, d_v, q_positions, attn_sink,
+                topk_length]) -> (out, lse)
     The autograd Function of Slime's GLM-5 plugin with this backward;
-    set_forward(fn, lse_base=..., d_v=...) plugs in TileLang/FlashMLA's forward.
+    set_forward(fn, lse_base=..., d_v=..., lse_includes_sink=...) plugs in
+    TileLang/FlashMLA's forward. The sink gets its gradient.
+
+sparse_attention_backward(q, kv, out, dout, lse, attn_sink, topk_idxs,
+                          softmax_scale=None, topk_length=None)
+    -> (dq, dkv, d_sink)
+sparse_mqa_bwd_interface(q, kv, attn_sink, o, do, topk_idxs, lse,
+                         sm_scale=None) -> (dq, dkv, d_attn_sink)
+    DeepSeek-V4's trainers' calls, shaped like cuDNN's DSA backward wrapper
+    and TileLang's sparse MQA interface, with their conventions (smla.dsv4).
 
 dump_call(path, q, kv, o, do, indices, lse, ...) / load_call(path)
     Save one call for ``python -m smla.replay DUMP``;
@@ -55,6 +68,7 @@ from .autograd import SparseMLA, get_forward, set_backward_mode, set_forward
 from .checks import NonFiniteInputError, check_finite
 from .checked import NonFiniteOutputError
 from .contract import COUNTER_NAMES, EXP2_CLAMP, LOG2E, flop_count, slot_validity
+from .dsv4 import sparse_attention_backward, sparse_mqa_bwd_interface
 from .dump import DumpError, dump_call, load_call
 from .reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference
 from .spot_checks import LseBaseMismatchError, OutputMismatchError, check_lse
@@ -66,6 +80,7 @@ __all__ = [
     "SmlaSlowPathWarning", "SparseMLA", "__version__", "check_finite", "check_lse",
     "config", "configure", "dump_call", "flop_count", "get_forward", "load_call",
     "reload_config", "reset_stats", "resolve_mode",
-    "set_backward_mode", "set_forward", "slot_validity", "sparse_mla_bwd",
-    "sparse_mla_bwd_reference", "sparse_mla_fwd_reference", "stats",
+    "set_backward_mode", "set_forward", "slot_validity", "sparse_attention_backward",
+    "sparse_mla_bwd", "sparse_mla_bwd_reference", "sparse_mla_fwd_reference",
+    "sparse_mqa_bwd_interface", "stats",
 ]

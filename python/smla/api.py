@@ -122,6 +122,15 @@ def sparse_mla_bwd(
         topk_length=topk_length, sm_scale=sm_scale, lse_base=lse_base, dq_dtype=dq_dtype,
         dkv_dtype=dkv_dtype, strict=mode != "reference",
     )
+    return run_checked_call(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions,
+                            attn_sink, topk_length, dq_dtype, dkv_dtype, diagnostics, mode)
+
+
+def run_checked_call(q, kv, o, do, indices, lse, sm_scale, delta, lse_base, q_positions,
+                     attn_sink, topk_length, dq_dtype, dkv_dtype, diagnostics, mode):
+    """sparse_mla_bwd's work on arguments that passed smla.checks in
+    ``mode`` (resolved): the entry points shaped like other clients'
+    (smla.dsv4) check theirs under their own names, then run it."""
     scale = default_sm_scale(q.shape[-1]) if sm_scale is None else float(sm_scale)
     lse_base = normalize_lse_base(lse_base)
     dq_dtype = dq_dtype or q.dtype

@@ -261,6 +261,68 @@ def validate_bwd_args(
     return Dims(T, H, G, K, S_kv, D, d_qk - D)
 
 
+# The backward's argument names in the entry points shaped like cuDNN's
+# DSA wrapper and TileLang's sparse MQA interface (smla.dsv4).
+CUDNN_NAMES = {"o": "out", "do": "dout", "indices": "topk_idxs", "sm_scale": "softmax_scale"}
+TILELANG_NAMES = {"indices": "topk_idxs"}
+
+
+def validate_flat_mqa_layout(q, kv, out, dout, lse, attn_sink, topk_idxs, context: str):
+    """The layouts of cuDNN's DSA backward wrapper (flat tensors, one kv
+    row per key): q [T, H, D+Dt], kv [S_kv, D+Dt], out and dout [T, H, D],
+    lse [T, H], attn_sink a tensor, topk_idxs [T, K] with K >= 1. The rest
+    is validate_bwd_args' under CUDNN_NAMES."""
+    c = _Checker(context, "argument")
+    c.tensor("q", q, 3, "[T, H, D+Dt]")
+    c.tensor("kv", kv, 2, "[S_kv, D+Dt]")
+    c.tensor("out", out, 3, "[T, H, D]")
+    c.tensor("dout", dout, 3, "[T, H, D]")
+    c.tensor("lse", lse, 2, "[T, H]")
+    c.tensor("attn_sink", attn_sink, 1, "[H]")
+    c.tensor("topk_idxs", topk_idxs, 2, "[T, K]")
+    if not _is_concrete(q, out, dout, lse, topk_idxs):
+        return
+    T, H = q.shape[0], q.shape[1]
+    if tuple(out.shape[:2]) != (T, H):
+        c.value_error("out", f"must have shape [T, H, D] with T={T}, H={H} (from 'q'), got "
+                             f"{tuple(out.shape)}")
+    c.shape("dout", dout, out.shape, "(the shape of 'out')")
+    c.shape("lse", lse, (T, H), "[T, H]")
+    if topk_idxs.shape[0] != T or topk_idxs.shape[1] < 1:
+        c.value_error("topk_idxs", f"must have shape [T, K] with T={T} (from 'q') and K >= 1, "
+                                   f"got {tuple(topk_idxs.shape)}")
+
+
+def validate_batched_mqa_layout(q, kv, attn_sink, o, do, topk_idxs, lse, context: str):
+    """The layouts of TileLang's sparse MQA backward interface (a batch of
+    sequences, one kv row per key, indices into the sequence's own kv):
+    q [B, S, H, D+Dt], kv [B, S_kv, D+Dt], o and do [B, S, H, D], topk_idxs
+    [B, S, K] with K >= 1, lse [B, S, H], attn_sink a tensor. The rest is
+    validate_bwd_args' under TILELANG_NAMES on the flattened batch."""
+    c = _Checker(context, "argument")
+    c.tensor("q", q, 4, "[B, S, H, D+Dt]")
+    c.tensor("kv", kv, 3, "[B, S_kv, D+Dt]")
+    c.tensor("attn_sink", attn_sink, 1, "[H]")
+    c.tensor("o", o, 4, "[B, S, H, D]")
+    c.tensor("do", do, 4, "[B, S, H, D]")
+    c.tensor("topk_idxs", topk_idxs, 3, "[B, S, K]")
+    c.tensor("lse", lse, 3, "[B, S, H]")
+    if not _is_concrete(q, kv, o, do, topk_idxs, lse):
+        return
+    B, S, H = q.shape[:3]
+    if kv.shape[0] != B:
+        c.value_error("kv", f"must have shape [B, S_kv, D+Dt] with B={B} (from 'q'), got "
+                            f"{tuple(kv.shape)}")
+    if tuple(o.shape[:3]) != (B, S, H):
+        c.value_error("o", f"must have shape [B, S, H, D] with B={B}, S={S}, H={H} (from 'q'), "
+                           f"got {tuple(o.shape)}")
+    c.shape("do", do, o.shape, "(the shape of 'o')")
+    if tuple(topk_idxs.shape[:2]) != (B, S) or topk_idxs.shape[2] < 1:
+        c.value_error("topk_idxs", f"must have shape [B, S, K] with B={B}, S={S} (from 'q') "
+                                   f"and K >= 1, got {tuple(topk_idxs.shape)}")
+    c.shape("lse", lse, (B, S, H), "[B, S, H]")
+
+
 def kernel_layout(name: str, t: Optional[torch.Tensor],
                   context: str = CONTEXT) -> Optional[torch.Tensor]:
     """`t` as the kernels read it: itself when contiguous and 16-byte

@@ -131,3 +131,71 @@ def test_set_backward_mode_validates():
         smla.set_backward_mode("fast")
     with pytest.raises(ValueError, match="argument 'lse_base' must be 2"):
         smla.set_forward(None, lse_base=10)
+
+
+def sink_inputs(seed=0):
+    """inputs() with a sink per head, a token without a valid slot and
+    per-token lengths (slots past them hold keys that must not count)."""
+    q, kv, idx = inputs(seed)
+    gen = torch.Generator().manual_seed(100 + seed)
+    idx[4] = -1
+    lengths = torch.tensor([K, 2, K, 0, K, 3], dtype=torch.int32)
+    sink = torch.randn(H, generator=gen, dtype=torch.float64, requires_grad=True)
+    return q, kv, idx, sink, lengths
+
+
+def dense_sink_grads(q, kv, idx, sink, lengths, scale, w_out, w_lse, lse_base):
+    qd, kvd, sd = (t.detach().requires_grad_(True) for t in (q, kv, sink))
+    out, lse_e = dense_forward(qd, kvd, idx, scale, D, attn_sink=sd, topk_length=lengths)
+    lse = lse_e * LOG2E if lse_base == 2 else lse_e
+    loss = (out * w_out).sum() + ((lse * w_lse).sum() if w_lse is not None else 0.0)
+    return torch.autograd.grad(loss, (qd, kvd, sd))
+
+
+def keys_only_forward(q, kv, indices, sm_scale, *, d_v, q_positions=None, attn_sink=None,
+                      topk_length=None):
+    """A FlashMLA-like forward: the sink scales the output, the lse is over
+    the keys only (natural log)."""
+    out, _ = sparse_mla_fwd_reference(q, kv, indices, sm_scale, d_v=d_v, lse_base="e",
+                                      attn_sink=attn_sink, topk_length=topk_length)
+    _, lse_keys = sparse_mla_fwd_reference(q, kv, indices, sm_scale, d_v=d_v, lse_base="e",
+                                           topk_length=topk_length)
+    return out, lse_keys
+
+
+@pytest.mark.parametrize("forward", ["reference-2", "reference-e", "keys-only-e"])
+@pytest.mark.parametrize("lse_grad", [False, True], ids=["out_grad", "out_and_lse_grad"])
+def test_sink_gets_its_gradient_through_sparse_mla(forward, lse_grad):
+    """SparseMLA.apply(q, kv, idx, scale, d_v, None, attn_sink, topk_length):
+    the returned lse includes the sink (a keys-only forward's is folded),
+    and dq, dkv and d_sink are float64 autograd's of a softmax with the sink
+    as one more logit, a gradient into lse included."""
+    base = 2 if forward == "reference-2" else "e"
+    if forward == "keys-only-e":
+        smla.set_forward(keys_only_forward, lse_base="e", d_v=D, lse_includes_sink=False)
+    else:
+        smla.set_forward(None, lse_base=base, d_v=D)
+    q, kv, idx, sink, lengths = sink_inputs(6)
+    w = torch.randn(T, H, D, dtype=torch.float64)
+    u = torch.randn(T, H, dtype=torch.float64) if lse_grad else None
+    out, lse = smla.SparseMLA.apply(q, kv, idx, 0.3, None, None, sink, lengths)
+    _, lse_e = dense_forward(q.detach(), kv.detach(), idx, 0.3, D, attn_sink=sink.detach(),
+                             topk_length=lengths)
+    torch.testing.assert_close(lse.detach(), lse_e * (LOG2E if base == 2 else 1.0))
+    loss = (out * w).sum() + ((lse * u).sum() if lse_grad else 0.0)
+    got = torch.autograd.grad(loss, (q, kv, sink))
+    want = dense_sink_grads(q, kv, idx, sink, lengths, 0.3, w, u, base)
+    for name, a, b in zip(("dq", "dkv", "d_sink"), got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12, msg=name)
+
+
+def test_a_sink_without_grad_is_not_differentiated():
+    smla.set_forward(None, d_v=D)
+    q, kv, idx, sink, lengths = sink_inputs(7)
+    out, _ = smla.SparseMLA.apply(q, kv, idx, 0.3, None, None, sink.detach(), lengths)
+    dq, dkv = torch.autograd.grad(out.sum(), (q, kv))
+    want = dense_sink_grads(q, kv, idx, sink, lengths, 0.3, torch.ones(T, H, D,
+                                                                        dtype=torch.float64),
+                            None, 2)
+    torch.testing.assert_close(dq, want[0], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(dkv, want[1], rtol=1e-10, atol=1e-12)
