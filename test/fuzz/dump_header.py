@@ -37,6 +37,7 @@ from smla import replay, synthetic  # noqa: E402
 from smla.dump import DumpError, dump_call, load_call  # noqa: E402
 
 KEYS = ("format", "version", "q", "kv", "o", "do", "indices", "lse", "q_positions", "delta",
+        "attn_sink", "topk_length",
         "sm_scale", "lse_base", "dq_dtype", "dkv_dtype", "observed_dq", "observed_dkv", "meta")
 DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.int32,
           torch.int64, torch.int8, torch.bool, torch.uint8)

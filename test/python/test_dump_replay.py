@@ -168,6 +168,27 @@ def test_replay_reports_observed_outputs(tiny_dump, capsys):
     assert "time: reference64" in text
 
 
+def test_a_call_with_a_sink_and_lengths_round_trips_and_replays(tmp_path, capsys):
+    """attn_sink and topk_length are part of a dump; replay compares d_sink
+    next to dq and dkv, and a sink of the wrong shape is refused naming it."""
+    call = synthetic.make_call(**TINY)
+    T, H = call["lse"].shape
+    gen = torch.Generator().manual_seed(3)
+    sink = torch.randn(H, generator=gen)
+    lengths = torch.randint(0, 49, (T,), generator=gen, dtype=torch.int32)
+    call["lse"] = smla.contract.lse_with_sink(call["lse"], sink, 2)
+    path = smla.dump_call(tmp_path / "sink.pt", **call, attn_sink=sink, topk_length=lengths)
+    rec = smla.load_call(path)
+    assert torch.equal(rec["attn_sink"], sink) and torch.equal(rec["topk_length"], lengths)
+    rc = replay.main([str(path), "--backend", "reference", "--device", "cpu"])
+    text = capsys.readouterr().out
+    assert rc == 0 and re.search(r"d_sink \(reference\)\s+nan=0 inf=0", text), text
+    _rewrite(path, attn_sink=torch.zeros(H + 1))
+    with pytest.raises(ValueError, match=re.escape("key 'attn_sink' must have shape "
+                                                   f"({H},) [H], got ({H + 1},)")):
+        smla.load_call(path)
+
+
 # ---- bounded loading ----------------------------------------------------------
 
 def test_expanded_tensor_is_refused_before_it_is_materialised(tiny_dump):
