@@ -7,10 +7,10 @@
 // Importing smla._C registers, through static initializers, the private
 // ops smla::_launch_bwd and smla::_delta (their CUDA implementations in
 // SparseMlaBwd.cpp) that the public op torch.ops.smla.sparse_mla_bwd
-// (smla/_op.py) runs, and smla::aligned_pair_rows. The Python module itself is a plain C-API module
-// of helpers (the kernel libraries, the lookups smla/_library.py plans
-// with, the settings smla.config hands over), so it needs neither pybind11
-// nor libtorch_python.
+// (smla/_op.py) runs, and smla::aligned_pair_rows. The Python module itself is
+// a plain C-API module of helpers (the kernel libraries, the lookups
+// smla/_library.py plans with, the settings smla.config hands over), so it
+// needs neither pybind11 nor libtorch_python.
 //
 //===----------------------------------------------------------------------===//
 

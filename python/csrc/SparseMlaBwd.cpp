@@ -379,9 +379,8 @@ Outputs launchBwd(const at::Tensor &q, const at::Tensor &kv,
                   const std::optional<at::Tensor> &delta,
                   at::ScalarType dqDtype, at::ScalarType dkvDtype,
                   const std::optional<at::Tensor> &topkLength) {
-  const BwdArgs args{q,          kv,    o,        dout,     indices,
-                     lse,        qPositions, delta, smScale, dqDtype,
-                     dkvDtype,   topkLength};
+  const BwdArgs args{q,          kv,    o,       dout,    indices,  lse,
+                     qPositions, delta, smScale, dqDtype, dkvDtype, topkLength};
   const BwdSizes n = launchSizes(args);
   const OpOptions options = opOptions();
   const c10::cuda::CUDAGuard guard(q.device());
@@ -404,12 +403,11 @@ Outputs launchBwd(const at::Tensor &q, const at::Tensor &kv,
     // length are set to -1 in a copy, and not counted (TopkLength.h).
     const at::Tensor masked = slotsPastLengthsInvalid(indices, *topkLength);
     const std::optional<at::Tensor> none;
-    const BwdArgs maskedArgs{q,          kv,    o,       dout,    masked,
-                             lse,        qPositions, delta, smScale, dqDtype,
-                             dkvDtype,   none};
+    const BwdArgs maskedArgs{q,       kv,      o,          dout,
+                             masked,  lse,     qPositions, delta,
+                             smScale, dqDtype, dkvDtype,   none};
     Outputs out = launchKernels(maskedArgs, n, config, selection, options);
-    std::get<2>(out).select(0, 0).sub_(
-        slotsPastLengths(*topkLength, n.K, n.G));
+    std::get<2>(out).select(0, 0).sub_(slotsPastLengths(*topkLength, n.K, n.G));
     return out;
   } catch (const runtime::Error &error) {
     TORCH_CHECK(false, error.what());
@@ -435,9 +433,9 @@ void deltaByTorch(const at::Tensor &o, const at::Tensor &dout,
   }
 }
 
-at::Tensor launchDelta(const at::Tensor &o, const at::Tensor &dout,
-                       int64_t dt, int64_t groups, bool positions,
-                       at::ScalarType dqDtype, at::ScalarType dkvDtype) {
+at::Tensor launchDelta(const at::Tensor &o, const at::Tensor &dout, int64_t dt,
+                       int64_t groups, bool positions, at::ScalarType dqDtype,
+                       at::ScalarType dkvDtype) {
   const bool fits = o.dim() == 3 && dout.sizes() == o.sizes() &&
                     o.scalar_type() == at::kBFloat16 &&
                     dout.scalar_type() == at::kBFloat16 &&
@@ -448,8 +446,8 @@ at::Tensor launchDelta(const at::Tensor &o, const at::Tensor &dout,
               ": smla::_delta takes contiguous bf16 o and do [T, H, D] of "
               "one shape on a CUDA device; call torch.ops.smla.sparse_mla_bwd");
   const c10::cuda::CUDAGuard guard(o.device());
-  at::Tensor delta = at::empty({o.size(0), o.size(1)},
-                               o.options().dtype(at::kFloat));
+  at::Tensor delta =
+      at::empty({o.size(0), o.size(1)}, o.options().dtype(at::kFloat));
   if (o.size(0) == 0)
     return delta;
   BwdSizes n;
