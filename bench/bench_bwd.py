@@ -127,8 +127,7 @@ def _dsv4_backends(p, args):
     """DSv4's backends. The cuDNN-shaped entry points (smla's and cuDNN's)
     take flat kv / indices, the lse over the keys only (natural log),
     the sink and topk_length; the reference takes the sink-inclusive lse,
-    with which dq and dkv are its usual formulas (d_sink, O(T H), is not
-    part of its time)."""
+    the sink (for d_sink) and topk_length."""
     q, o, do, s = p["q"], p["o"], p["do"], p["scale"]
     flat = (p["kv2d"], o, do, p["lse_keys"], p["attn_sink"], p["idx2d"])
     out = {}
@@ -136,10 +135,11 @@ def _dsv4_backends(p, args):
     if q.is_cuda and entry is not None:
         out["compiled"] = lambda: entry(q, *flat, softmax_scale=s, topk_length=p["topk_length"])
     t = (q, p["kv"], o, do, p["indices"], p["lse"])
-    out["reference"] = lambda: sparse_mla_bwd_reference(*t, s, lse_base="e")
+    sink = dict(lse_base="e", attn_sink=p["attn_sink"], topk_length=p["topk_length"])
+    out["reference"] = lambda: sparse_mla_bwd_reference(*t, s, **sink)
     if not args.no_compile:
         compiled_ref = _compiled_reference(args)
-        out["compiled-reference"] = lambda: compiled_ref(*t, s, lse_base="e")
+        out["compiled-reference"] = lambda: compiled_ref(*t, s, **sink)
     if _cudnn_runs(p, args):
         import cudnn_peer
         out["cudnn"] = lambda: cudnn_peer.sparse_attention_bwd(

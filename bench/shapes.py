@@ -18,7 +18,7 @@ import torch
 
 from smla.contract import default_sm_scale
 from smla.indices import causal_random, dsa_like, dsv4_like, packed
-from smla.reference import sparse_mla_fwd_reference
+from smla.reference import apply_sink, sparse_mla_fwd_reference
 
 # name: (T, S_kv, H, G, D, Dt, K, index kind)
 SHAPES = {
@@ -116,14 +116,13 @@ def make_problem(spec, device, seed=0):
         o, lse = sparse_mla_fwd_reference(q, kv, idx, scale, d_v=D, q_positions=q_positions)
         return dict(kind=kind, q=q, kv=kv, o=o, do=do, indices=idx, lse=lse, scale=scale,
                     q_positions=q_positions)
-    # The sink enters the softmax's denominator only: with lse_keys over the
-    # keys and lse = logaddexp(lse_keys, sink), every probability is
-    # exp(s - lse) = exp(s - lse_keys) * exp(lse_keys - lse), so the output
-    # is the sink-free output scaled per row. Its values do not change the work.
+    # The sink enters the softmax's denominator only (smla.reference.apply_sink:
+    # the keys' output scaled per row, lse the sink-inclusive one); cuDNN-shaped
+    # entry points take lse_keys. Its values do not change the work.
     sink = torch.randn(H, generator=gen).to(device=device, dtype=torch.float32)
-    o_keys, lse_keys = sparse_mla_fwd_reference(q, kv, idx, scale, d_v=D, lse_base="e")
-    lse = torch.logaddexp(lse_keys, sink)
-    o = (o_keys.float() * torch.exp(lse_keys - lse).unsqueeze(-1)).to(torch.bfloat16)
+    o_keys, lse_keys = sparse_mla_fwd_reference(q, kv, idx, scale, d_v=D, lse_base="e",
+                                                topk_length=extra["topk_length"])
+    o, lse = apply_sink(o_keys, lse_keys, sink, "e")
     return dict(kind=kind, q=q, kv=kv, o=o, do=do, indices=idx, lse=lse, scale=scale,
                 q_positions=None, lse_keys=lse_keys, attn_sink=sink,
                 kv2d=kv[:, 0].contiguous(), **extra)
