@@ -176,8 +176,8 @@ def _repair_sink(kw, o, do, lse, d_sink):
     if not bool(torch.isfinite(fixed.to(sink.dtype)).all()):
         raise NonFiniteOutputError(
             "smla checked mode: d_sink is not finite in the sink's dtype even when recomputed "
-            "in float64: the inputs' magnitudes exceed what it can hold (docs/validation.md, "
-            "\"Extreme magnitudes\")")
+            "in float64: the inputs' magnitudes exceed what it can hold "
+            "(docs/validation.md, \"Extreme magnitudes\")")
     return fixed.to(sink.dtype)
 
 
