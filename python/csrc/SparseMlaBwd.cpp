@@ -54,6 +54,7 @@
 #include <torch/library.h>
 
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 namespace smla::ext {
@@ -343,14 +344,13 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
     // exceeds the 50 MB L2, and then the bf16 dkv holds a chunk's sorted
     // rows (at most a third of kSortWorkspaceBytes, 21.3 MiB).
     allocateDkv();
-    // Sorting moves slots across a token's length: the sorted rows come
-    // from the copy with the slots past it invalid (TopkLength.h).
-    at::Tensor rows = args.indices;
-    if (kernelLengths) {
-      rows = slotsPastLengthsInvalid(args.indices, t.topkLength);
-      t.counters.select(0, 0).sub_(slotsPastLengths(t.topkLength, n.K, n.G));
-      t.topkLength = at::Tensor();
-    }
+    // Sorting moves slots across a token's length: the slots past it sort
+    // last, so each row's first n_t sorted slots stay its own and the
+    // kernel keeps the lengths (TopkLength.h).
+    const at::Tensor rows =
+        kernelLengths ? slotsPastLengthsSet(args.indices, t.topkLength,
+                                            std::numeric_limits<int32_t>::max())
+                      : args.indices;
     const SortSpace space = sortSpace(t.dq, t.dkv, n);
     const bool inOutputs = space.usable();
     const int64_t chunkTokens =
@@ -401,7 +401,7 @@ Outputs launchBwd(const at::Tensor &q, const at::Tensor &kv,
       return launchKernels(args, n, config, selection, options);
     // A kernel without the lengths walks every slot: the slots past each
     // length are set to -1 in a copy, and not counted (TopkLength.h).
-    const at::Tensor masked = slotsPastLengthsInvalid(indices, *topkLength);
+    const at::Tensor masked = slotsPastLengthsSet(indices, *topkLength, -1);
     const std::optional<at::Tensor> none;
     const BwdArgs maskedArgs{q,       kv,      o,          dout,
                              masked,  lse,     qPositions, delta,

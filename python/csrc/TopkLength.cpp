@@ -18,11 +18,12 @@ at::Tensor slotsOf(const at::Tensor &lengths, int64_t K) {
 
 } // namespace
 
-at::Tensor slotsPastLengthsInvalid(const at::Tensor &indices,
-                                   const at::Tensor &lengths) {
+at::Tensor slotsPastLengthsSet(const at::Tensor &indices,
+                               const at::Tensor &lengths, int32_t value) {
   const int64_t K = indices.size(2);
   at::Tensor slot = at::arange(K, indices.options().dtype(at::kLong));
-  return indices.masked_fill(slot.view({1, 1, K}) >= slotsOf(lengths, K), -1);
+  return indices.masked_fill(slot.view({1, 1, K}) >= slotsOf(lengths, K),
+                             value);
 }
 
 at::Tensor slotsPastLengths(const at::Tensor &lengths, int64_t K, int64_t G) {

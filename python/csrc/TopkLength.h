@@ -10,10 +10,13 @@
 // past n_t is not a slot: never read, contributing nothing, not counted as
 // invalid (docs/contract.md). A bwd kernel with a `topk_length` parameter
 // (the warp-specialized ones) walks only the blocks below n_t. Every other
-// kernel, and any walk that reorders a row's slots (token pairs, the sorted
-// walk), runs on a copy of the indices whose slots past n_t hold -1: those
+// kernel (and the token pairs, which build their rows from whole index
+// rows) runs on a copy of the indices whose slots past n_t hold -1: those
 // slots are then walked as invalid, and the invalid-slot counter takes
-// them off again (slotsPastLengths).
+// them off again (slotsPastLengths). The sorted walk on a kernel that takes
+// the lengths sorts a copy whose slots past n_t hold INT32_MAX (invalid,
+// and last in ascending order): each row's first n_t sorted slots are then
+// its own slots, and the kernel keeps its lengths.
 //
 //===----------------------------------------------------------------------===//
 
@@ -26,10 +29,11 @@
 
 namespace smla::ext {
 
-/// A copy of `indices` ([T, G, K] int32) with slot j of token t set to -1
-/// where j >= min(K, max(0, lengths[t])) (`lengths` [T] int32).
-at::Tensor slotsPastLengthsInvalid(const at::Tensor &indices,
-                                   const at::Tensor &lengths);
+/// A copy of `indices` ([T, G, K] int32) with slot j of token t set to
+/// `value` (an invalid index: -1, or INT32_MAX to sort last) where
+/// j >= min(K, max(0, lengths[t])) (`lengths` [T] int32).
+at::Tensor slotsPastLengthsSet(const at::Tensor &indices,
+                               const at::Tensor &lengths, int32_t value);
 
 /// The slots of a [T, G, K] index tensor at or past each token's length,
 /// G * sum_t (K - min(K, max(0, lengths[t]))): what a kernel walking

@@ -1,7 +1,8 @@
 """GPU tests of per-token lengths (topk_length) and the sink's Delta on
 every path of the op: kernels without a topk_length parameter (a copy of
 the indices with the slots past each length set to -1, the counter taking
-them off), token pairs and the sorted walk over such copies, the error of
+them off), token pairs over such a copy, the sorted walk (on such a copy,
+and with the lengths kept on a kernel that takes them), the error of
 SMLA_PAIRS=on on a kernel that takes the lengths; smla::_delta with and
 without the library's delta kernel; opcheck and torch.compile of calls with
 a sink and lengths. All against the reference, counters included.
@@ -92,9 +93,9 @@ def test_lengths_and_a_sink_on_token_pairs(heads):
 @needs_compiled
 @pytest.mark.parametrize("heads", [16, 64])
 def test_lengths_on_the_sorted_walk(heads):
-    """The sorted walk sorts a copy with the slots past each length set to
-    -1, on a kernel without the lengths (H = 16) and on one that takes them
-    (H = 64, D = 512, Dt = 0: the lengths then stay off the kernel)."""
+    """The sorted walk on a kernel without the lengths (H = 16: the masked
+    copy, sorted) and on one that takes them (H = 64, D = 512, Dt = 0: the
+    slots past each length sort last and the kernel keeps the lengths)."""
     smla.configure(walk="sorted", walk_chunk_tokens=5, walk_period=7, pairs="off")
     if heads == 16:
         p = with_lengths(problem(24, 16), seed=2)
