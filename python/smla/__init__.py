@@ -49,9 +49,11 @@ config / configure(**settings) / reload_config()
     SMLA_WALK), read at import and on reload_config(); configure() changes
     them for this process and returns the previous ones.
 
-check_lse(q, kv, indices, lse, sm_scale, lse_base, *, q_positions=None)
-    Recomputes the lse of a few rows; raises LseBaseMismatchError naming
-    lse_base when lse is in the other base (checked mode runs it too).
+check_lse(q, kv, indices, lse, sm_scale, lse_base, *, q_positions=None,
+          attn_sink=None, topk_length=None)
+    Recomputes the lse of a few rows (including the sink when given); raises
+    LseBaseMismatchError naming lse_base when lse is in the other base
+    (checked mode runs it too).
 
 Also: smla.reference (the math), smla.contract (constants, validity rule,
 flop count), smla.indices (benchmark index generators), smla.checks.
