@@ -9,9 +9,10 @@
 // base-2 lse, contiguous tensors, the heads of a library kernel. It
 // allocates the outputs (dkv_accum fp32 zeroed), then on the current stream
 //   1. Delta: the caller's `delta` when given (SparseMLA folds an lse
-//      gradient into it), else a "delta" kernel's rowsum(o * do) where the
-//      library has one, else none (a null `delta`: the bwd kernel computes
-//      it). A given delta needs a bwd kernel with a `delta` parameter;
+//      gradient into it), else none (a null `delta`: the bwd kernel
+//      computes rowsum(o * do) in its prologue, which costs less than a
+//      separate pass over o and do). A given delta needs a bwd kernel with
+//      a `delta` parameter;
 //   2. the "bwd" kernel: dq in its compiled type, fp32 reductions into
 //      dkv_accum, guard counters (on token pairs over aligned index rows
 //      when TokenPairs.h says so, reading the same Delta as [T / 2, 2H]);
@@ -57,7 +58,7 @@ constexpr int64_t kNonFiniteRows = 3;
 /// The tensors a kernel may read or write; undefined ones pass as null.
 struct KernelTensors {
   at::Tensor q, kv, o, dout, indices, lse, positions;
-  at::Tensor dq, dkvAccum, dkv, counters, delta;
+  at::Tensor dq, dkvAccum, dkv, counters, delta, topkLength;
 };
 
 runtime::ParamValue ptrOf(const at::Tensor &t) {
@@ -85,6 +86,8 @@ runtime::ParamValues kernelParams(const KernelTensors &t, const BwdSizes &n,
       {"dkv", ptrOf(t.dkv)},
       {"counters", ptrOf(t.counters)},
       {"delta", ptrOf(t.delta)},
+      // Slots per token: null means K for every token.
+      {"topk_length", ptrOf(t.topkLength)},
       {"T", ParamValue::i32(static_cast<int32_t>(n.T))},
       {"S_kv", ParamValue::i32(static_cast<int32_t>(n.S_kv))},
       {"K", ParamValue::i32(static_cast<int32_t>(n.K))},
@@ -232,23 +235,15 @@ Outputs launchKernels(const BwdArgs &args, const BwdSizes &n,
   const CUstream stream =
       static_cast<CUstream>(at::cuda::getCurrentCUDAStream().stream());
 
-  // Delta: the caller's, else the library's delta kernel's, else null (the
-  // bwd kernel computes rowsum(o * do) itself).
-  const bool takesDelta = takesParam(bwd, "delta");
+  // Delta: the caller's, else null (the bwd kernel computes rowsum(o * do)
+  // itself).
   if (args.delta.has_value() && args.delta->defined()) {
-    TORCH_CHECK(takesDelta, kOpName, ": argument 'delta' cannot be passed to ",
-                bwd.describe(), ": the kernel library in '",
-                selection.library.directory,
+    TORCH_CHECK(takesParam(bwd, "delta"), kOpName,
+                ": argument 'delta' cannot be passed to ", bwd.describe(),
+                ": the kernel library in '", selection.library.directory,
                 "' predates the kernels' delta parameter; rebuild it "
                 "(python/USAGE.md, \"Kernels outside the library\")");
     t.delta = *args.delta;
-  } else if (takesDelta) {
-    if (const runtime::KernelEntry *deltaKernel =
-            library.match(makeRequest("delta", config))) {
-      t.delta = at::empty({n.T, n.H}, f32);
-      library.launch(*deltaKernel, stream, sizes,
-                     kernelParams(t, n, args.smScale));
-    }
   }
 
   // dkv in the requested type, allocated after the bwd launches: they do
