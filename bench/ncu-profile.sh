@@ -2,7 +2,7 @@
 # Profiles one launch of a library's kernel at a benchmark shape with
 # Nsight Compute (`ncu --set full`) and writes its details page and its
 # SASS source view (gzipped CSV, the input of bench/ncu_phases.py).
-# Needs the torch extension built, as bench/compare-libs.sh.
+# Needs the torch extension built, as bench/compare_libs.py.
 #
 #   bash bench/ncu-profile.sh KERNEL_DIR SHAPE KERNEL_REGEX OUT_PREFIX
 #   bash bench/ncu-profile.sh build/kernels B1 'h64_g1_b64_s2_base2.*_bwd' out/ncu-B1
