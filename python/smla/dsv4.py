@@ -113,7 +113,10 @@ def sparse_mqa_bwd_interface(q, kv, attn_sink, o, do, topk_idxs, lse, sm_scale=N
 def _flat_indices(local: torch.Tensor, S: int, S_kv: int) -> torch.Tensor:
     """Indices [B S, 1, K] into each sequence's kv as indices into the flat
     kv [B S_kv]: a valid one (0 <= i < S_kv) plus its sequence's offset,
-    every other one -1 (it must not land in another sequence's rows)."""
+    every other one -1 (it must not land in another sequence's rows). One
+    sequence needs no copy: its indices are the flat kv's."""
+    if local.shape[0] == S:
+        return local
     rows = torch.arange(local.shape[0], device=local.device, dtype=torch.int32)
     offset = (rows // S * S_kv).view(-1, 1, 1)
     valid = (local >= 0) & (local < S_kv)

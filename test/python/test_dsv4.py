@@ -103,7 +103,7 @@ def batched_problem(B=3, S=5, H=4, S_kv=9, K=6, D=8, seed=0):
     sink = torch.randn(H, generator=gen, dtype=F64, requires_grad=True)
     idx = torch.stack([adversarial_indices(S, 1, K, S_kv, gen)[:, 0] for _ in range(B)])
     idx[0, 1] = -1
-    idx[1, :, 1] = S_kv
+    idx[min(1, B - 1), :, 1] = S_kv
     w = torch.randn(B, S, H, D, generator=gen, dtype=F64)
     return dict(q=q, kv=kv, sink=sink, idx=idx, w=w, scale=D ** -0.5)
 
@@ -272,3 +272,20 @@ def test_a_valid_cpu_call_stops_at_the_device_rule(entry, mode):
     dq, dkv, d_sink = fn(**make(), mode="reference")
     assert dq.dtype == torch.bfloat16 and dkv.shape == make()["kv"].shape
     assert d_sink.dtype == torch.float32 and torch.isfinite(d_sink).all()
+
+
+def test_one_sequence_runs_on_its_own_indices(monkeypatch):
+    """B = 1: the indices are the flat kv's already (no copy), and the
+    result is the flat call's."""
+    p = batched_problem(B=1, seed=4)
+    out, lse2, want = batched_autograd(p)
+    seen = []
+    run = smla.dsv4.run_checked_call
+    monkeypatch.setattr(smla.dsv4, "run_checked_call",
+                        lambda *a: seen.append(a[4]) or run(*a))
+    got = smla.sparse_mqa_bwd_interface(p["q"].detach(), p["kv"].detach(), p["sink"].detach(),
+                                        out, p["w"], p["idx"], lse2, p["scale"],
+                                        mode="reference")
+    assert seen[0].data_ptr() == p["idx"].data_ptr()
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
