@@ -5,9 +5,11 @@ kernels in one pair, which then takes the disjoint layout, the others
 sharing half of their keys), a row with no valid
 slot (the token-pair kernels over three blocks), lse = +inf / -inf / NaN, a stale lse that triggers the clamp, a tail
 block (K not a multiple of the block), non-power-of-two heads and G = 2, for
-every configuration the kernel library has. Exits non-zero on a non-finite
-output or a mismatch with the reference, so the sanitizer run also checks
-results.
+every configuration the kernel library has; on the kernels that take
+per-token lengths (DeepSeek-V4's), once more with an attention sink and
+topk_length (rows of 0 slots, of a tail block, past K, negative). Exits
+non-zero on a non-finite output or a mismatch with the reference, so the
+sanitizer run also checks results.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import torch
 
 import smla
 from smla import _compiled
+from smla.contract import lse_with_sink
 from smla.reference import sparse_mla_bwd_reference, sparse_mla_fwd_reference
 
 
@@ -55,6 +58,48 @@ def case(H, G, D, Dt, lse_base, positions, T=5, S=97, K=37, seed=0, pairs=False)
 
 
 DTYPES = {"bf16": torch.bfloat16, "f32": torch.float32}
+
+
+def with_sink_and_lengths(p, H, K, seed=1):
+    """`p` with an attention sink (its lse made sink-inclusive) and per-token
+    slot counts: 0, a tail block, all of K and more, negative, one."""
+    gen = torch.Generator().manual_seed(seed)
+    T, dev = p["q"].shape[0], p["q"].device
+    sink = torch.randn(H, generator=gen).to(dev)
+    lengths = torch.tensor([0, K // 2 + 3, K, K + 9, -4, 1][:T], dtype=torch.int32)
+    lengths = torch.cat([lengths, torch.full((T - len(lengths),), K, dtype=torch.int32)])
+    lse = lse_with_sink(p["lse"], sink, p["lse_base"])
+    # The guards' rows stay: +inf / -inf / NaN and the stale row.
+    lse[0, 0], lse[1, H - 1], lse[2, 0] = math.inf, -math.inf, math.nan
+    return dict(p, lse=lse, attn_sink=sink, topk_length=lengths.to(dev))
+
+
+def check(label, p, dq_t, dkv_t):
+    """Runs the compiled op on `p` and the CPU reference; prints one line,
+    returns whether it agrees."""
+    sink = p.get("attn_sink") is not None
+    out = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled",
+                              dq_dtype=DTYPES[dq_t], dkv_dtype=DTYPES[dkv_t])
+    torch.cuda.synchronize()
+    # The reference runs on the CPU: only the kernels are under the tool.
+    cpu = {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in p.items()}
+    ref = sparse_mla_bwd_reference(
+        cpu["q"], cpu["kv"], cpu["o"], cpu["do"], cpu["indices"], cpu["lse"],
+        lse_base=cpu["lse_base"], q_positions=cpu["q_positions"],
+        attn_sink=cpu.get("attn_sink"), topk_length=cpu.get("topk_length"),
+        dq_dtype=torch.float32, dkv_dtype=torch.float32, diagnostics=True)
+    got = [t.cpu() for t in out[:-1]]
+    cnt, rcnt = out[-1], ref[-1]
+    err = 0.0
+    finite = True
+    for g, r in zip(got, ref[:-1]):
+        finite = finite and bool(torch.isfinite(g.float()).all())
+        err = max(err, float((g.double() - r.double()).norm()
+                             / r.double().norm().clamp_min(1e-30)))
+    ok = finite and err <= 1e-2 and cnt == rcnt
+    print(f"{'ok ' if ok else 'BAD'} {label} sink={sink} K={p['indices'].shape[-1]} "
+          f"rel_err={err:.2e} counters={cnt} ref={rcnt}")
+    return ok
 
 
 def main() -> int:
@@ -97,22 +142,12 @@ def main() -> int:
                  dict(T=5, K=170, S=397) if c.get("cluster") else dict(T=5))
         p = case(H, G, D, Dt, 2 if base in (2, "2") else "e", pos,
                  pairs=tokens == 2, **sizes)
-        dq, dkv, cnt = smla.sparse_mla_bwd(**p, diagnostics=True, mode="compiled",
-                                           dq_dtype=DTYPES[dq_t], dkv_dtype=DTYPES[dkv_t])
-        torch.cuda.synchronize()
-        # The reference runs on the CPU: only the kernels are under the tool.
-        cpu = {k: (v.cpu() if torch.is_tensor(v) else v) for k, v in p.items()}
-        rq, rkv, rcnt = sparse_mla_bwd_reference(
-            cpu["q"], cpu["kv"], cpu["o"], cpu["do"], cpu["indices"], cpu["lse"],
-            lse_base=cpu["lse_base"], q_positions=cpu["q_positions"],
-            dq_dtype=torch.float32, dkv_dtype=torch.float32, diagnostics=True)
-        dq, dkv = dq.cpu(), dkv.cpu()
-        err = max(float((dq.double() - rq.double()).norm() / rq.double().norm().clamp_min(1e-30)),
-                  float((dkv.double() - rkv.double()).norm() / rkv.double().norm().clamp_min(1e-30)))
-        ok = bool(torch.isfinite(dq.float()).all() and torch.isfinite(dkv.float()).all()) and err <= 1e-2 and cnt == rcnt
-        failures += not ok
-        print(f"{'ok ' if ok else 'BAD'} H={H} G={G} tokens={tokens} D={D}+{Dt} lse={base} pos={pos} "
-              f"K={p['indices'].shape[-1]} cluster={bool(c.get('cluster'))} rel_err={err:.2e} counters={cnt} ref={rcnt}")
+        label = f"H={H} G={G} tokens={tokens} D={D}+{Dt} lse={base} pos={pos}"
+        failures += not check(label, p, dq_t, dkv_t)
+        if any(q["name"] == "topk_length" for q in k["params"]):
+            # Two blocks of 64 and a tail: lengths end inside, at and past them.
+            p = case(H, G, D, Dt, 2 if base in (2, "2") else "e", pos, T=6, K=150, S=397)
+            failures += not check(label, with_sink_and_lengths(p, H, 150), dq_t, dkv_t)
     print(f"{len(seen)} configurations, {failures} failed")
     return 1 if failures or not seen else 0
 
