@@ -4,20 +4,23 @@ smla-compile refuses a kernel that spills unless its configuration accepts
 the bytes (`max_spill`); a spill is cheap only where it runs once per CTA,
 outside the loop over the top-k blocks. This reads the SASS (`cuobjdump
 -sass`) of each function and counts its local-memory instructions (STL,
-LDL) inside the step loop:
+LDL) inside the step loops:
 
     python3 scripts/spill_sites.py [--cuobjdump PATH] [--function SUFFIX] CUBIN...
     python3 scripts/spill_sites.py --find     (print the cuobjdump it uses)
 
 cuobjdump comes from PATH, the CUDA toolkit, or NVIDIA's wheels
 `nvidia-cuda-cuobjdump` and `nvidia-cuda-nvdisasm` (scripts/install-deps.sh
-installs them). The step
-loop is the longest backward branch before the function's last
-EXIT. Blocks after that EXIT (ptxas's cold paths, such as an mbarrier
-wait's retry) belong where their closing unconditional branch returns.
-Prints one line per function with spills, `<function>: <n> spill
-instructions, <m> in the step loop [head, back edge]`; exits 1 if any
-function has a spill in its step loop.
+installs them). A step loop is an outermost backward branch before the
+function's last EXIT whose body holds a matrix instruction (HGMMA, HMMA)
+or an asynchronous copy (LDGSTS): the loop over the top-k blocks, one per
+warpgroup role in the warp-specialized kernels (the producer's gathers,
+the consumers' products); a prologue loop (Delta's) is not one. Blocks
+after that EXIT (ptxas's cold paths, such as an mbarrier wait's retry)
+belong where their closing unconditional branch returns. Prints one line
+per function with spills, `<function>: <n> spill instructions, <m> in the
+step loop [head, back edge] ...`; exits 1 if any function has a spill in
+a step loop.
 """
 
 import argparse
@@ -57,25 +60,30 @@ def functions(sass: str):
     return out
 
 
-def step_loop(instrs):
-    """(head, back edge) of the longest backward branch before the last
-    EXIT, or None."""
+WORK = re.compile(r"^(@!?U?P\w+\s+)?(HGMMA|HMMA|LDGSTS)\b")
+
+
+def step_loops(instrs):
+    """The (head, back edge) of every step loop (outermost backward branches
+    before the last EXIT whose bodies hold block work), in address order,
+    and the last EXIT's address."""
     exits = [a for a, text in instrs if re.match(r"^(@!?P\w+\s+)?EXIT\b", text)]
     last_exit = max(exits) if exits else float("inf")
-    best = None
+    loops = []
     for addr, text in instrs:
         m = BRANCH.match(text)
-        if m and addr < last_exit:
-            target = int(m.group(2), 16)
-            if target < addr and (best is None or addr - target > best[1] - best[0]):
-                best = (target, addr)
-    return best, last_exit
+        if m and addr < last_exit and int(m.group(2), 16) < addr:
+            loops.append((int(m.group(2), 16), addr))
+    outer = [l for l in loops
+             if not any(o != l and o[0] <= l[0] and l[1] <= o[1] for o in loops)]
+    work = [a for a, text in instrs if WORK.match(text)]
+    return sorted(l for l in set(outer) if any(l[0] <= a <= l[1] for a in work)), last_exit
 
 
 def spill_sites(instrs):
-    """(spill count, spills in the step loop, the loop)."""
-    loop, last_exit = step_loop(instrs)
-    inside = lambda a: loop is not None and loop[0] <= a <= loop[1]
+    """(spill count, spills in the step loops, the loops)."""
+    loops, last_exit = step_loops(instrs)
+    inside = lambda a: any(h <= a <= e for h, e in loops)
     total = in_loop = 0
     cold = 0  # spills of the current cold block, placed by its last branch
     for addr, text in instrs:
@@ -89,7 +97,7 @@ def spill_sites(instrs):
         if m and not m.group(1):  # unconditional: the block returns there
             in_loop += cold if inside(int(m.group(2), 16)) else 0
             cold = 0
-    return total, in_loop, loop
+    return total, in_loop, loops
 
 
 def main() -> int:
@@ -113,10 +121,10 @@ def main() -> int:
         for name, instrs in functions(sass).items():
             if not name.endswith(args.function):
                 continue
-            total, in_loop, loop = spill_sites(instrs)
+            total, in_loop, loops = spill_sites(instrs)
             if not total:
                 continue
-            where = f"[{loop[0]:#x}, {loop[1]:#x}]" if loop else "(no loop)"
+            where = " ".join(f"[{h:#x}, {e:#x}]" for h, e in loops) or "(no loop)"
             print(f"{name}: {total} spill instructions, {in_loop} in the step loop {where}")
             bad += in_loop > 0
     return 1 if bad else 0

@@ -45,8 +45,8 @@ def sites(body):
 
 
 def test_spills_before_and_after_the_loop_are_outside():
-    total, in_loop, loop = sites(BODY)
-    assert loop == (0x30, 0x80)  # the longest back edge, not the inner one
+    total, in_loop, loops = sites(BODY)
+    assert loops == [(0x30, 0x80)]  # the outer back edge, not the inner one
     assert (total, in_loop) == (2, 0)
 
 
@@ -58,8 +58,8 @@ def test_a_spill_in_the_loop_is_found():
 def test_a_cold_block_counts_where_it_returns():
     # The retry block after EXIT spills and returns into the loop: inside.
     body = BODY[:-1] + [(0xd8, "STL [R1+0x8], R3"), (0xe0, "BRA 0x40")]
-    total, in_loop, loop = sites(body)
-    assert loop == (0x30, 0x80)  # the cold block's branch is not the loop
+    total, in_loop, loops = sites(body)
+    assert loops == [(0x30, 0x80)]  # the cold block's branch is not a loop
     assert (total, in_loop) == (3, 1)
     # The same block returning to the tail: outside.
     body[-1] = (0xe0, "BRA 0x90")
@@ -67,5 +67,33 @@ def test_a_cold_block_counts_where_it_returns():
 
 
 def test_no_loop():
-    total, in_loop, loop = sites([(0x00, "STL [R1], R0"), (0x10, "EXIT")])
-    assert (total, in_loop, loop) == (1, 0, None)
+    total, in_loop, loops = sites([(0x00, "STL [R1], R0"), (0x10, "EXIT")])
+    assert (total, in_loop, loops) == (1, 0, [])
+
+
+# Three roles, each with its own step loop (warp-specialized kernels): a
+# producer's gathers, two consumers' products; a prologue loop with no
+# block work (Delta's) is not a step loop.
+ROLES = [
+    (0x00, "STL [R1], R6"),
+    (0x10, "FFMA R2, R3, R4, R2"),            # prologue loop: Delta
+    (0x20, "@P0 BRA 0x10"),
+    (0x30, "LDGSTS.E.BYPASS.128 [R2], desc[UR4][R4.64]"),
+    (0x40, "@P1 BRA 0x30"),                   # producer
+    (0x50, "HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], RZ"),
+    (0x60, "LDL R9, [R1+0x4]"),
+    (0x70, "@P2 BRA 0x50"),                   # softmax role
+    (0x80, "HGMMA.64x64x16.F32.BF16 R24, gdesc[UR8], RZ"),
+    (0x90, "LDL R10, [R1+0x8]"),
+    (0xa0, "@P3 BRA 0x80"),                   # dkv role
+    (0xb0, "LDL R11, [R1+0xc]"),
+    (0xc0, "EXIT"),
+]
+
+
+def test_every_role_loop_is_a_step_loop():
+    total, in_loop, loops = sites(ROLES)
+    assert loops == [(0x30, 0x40), (0x50, 0x70), (0x80, 0xa0)]
+    assert (total, in_loop) == (4, 2)
+    body = [(0x18, "LDL R12, [R1+0x10]") if a == 0x10 else (a, t) for a, t in ROLES]
+    assert sites(body)[:2] == (5, 2)   # a spill in Delta's loop is not in a step loop

@@ -139,17 +139,24 @@ private:
   }
 
   /// The loop over the step's blocks with the old loop's bounds, its body
-  /// built by `body(iv, iterArgs)` returning the values to yield.
+  /// built by `body(iv, iterArgs)` (iv an index) returning the values to
+  /// yield. The loop counts in i32 (a block count is below 2^31 / 64): at
+  /// 240 registers a consumer role has no room for the 64-bit bound, which
+  /// ptxas spilled and reloaded every block.
   scf::ForOp blockLoop(
       ValueRange inits,
       function_ref<SmallVector<Value>(Value, ValueRange)> body) {
+    auto i32 = [&](Value v) {
+      return arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
+    };
     return scf::ForOp::create(
-        b, loc, s.loop.getLowerBound(), s.loop.getUpperBound(),
-        s.loop.getStep(), inits,
+        b, loc, i32(s.loop.getLowerBound()), i32(s.loop.getUpperBound()),
+        i32(s.loop.getStep()), inits,
         [&](OpBuilder &nb, Location l, Value iv, ValueRange args) {
           OpBuilder::InsertionGuard g(b);
           b.setInsertionPointToStart(nb.getInsertionBlock());
-          SmallVector<Value> results = body(iv, args);
+          Value index = arith::IndexCastOp::create(b, l, b.getIndexType(), iv);
+          SmallVector<Value> results = body(index, args);
           scf::YieldOp::create(b, l, results);
         });
   }

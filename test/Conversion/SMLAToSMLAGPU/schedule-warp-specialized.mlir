@@ -137,16 +137,20 @@ func.func @ws_bwd(
 // softmax role's Delta takes the caller's where given.
 // LENGTHS-LABEL: gpu.func @ws_len_bwd
 // LENGTHS-SAME: smla.params = ["q", "kv", "o", "do", "indices", "lse", "dq", "dkv_accum", "counters", "delta", "topk_length", "T", "S_kv", "K", "sm_scale", "walk_period"]
+// The roles' loops count in i32 (the bound cast once per role).
 // LENGTHS: %[[N:.*]] = arith.minsi %{{.*}}, %{{.*}} : index
 // LENGTHS: %[[NB:.*]] = arith.ceildivui %[[N]], %{{.*}} : index
 // LENGTHS: smla_gpu.warp_specialize
-// LENGTHS: scf.for %{{.*}} = %{{.*}} to %[[NB]] step
+// LENGTHS: %[[B0:.*]] = arith.index_cast %[[NB]] : index to i32
+// LENGTHS: scf.for %{{.*}} = %{{.*}} to %[[B0]] step %{{.*}} : i32
 // LENGTHS: smla.index_load %{{.*}} length %[[N]]
 // LENGTHS: }, {
 // LENGTHS: smla.delta %{{.*}} given(%{{.*}} : memref<?x64xf32>) into
-// LENGTHS: scf.for %{{.*}} = %{{.*}} to %[[NB]] step
+// LENGTHS: %[[B1:.*]] = arith.index_cast %[[NB]] : index to i32
+// LENGTHS: scf.for %{{.*}} = %{{.*}} to %[[B1]] step %{{.*}} : i32
 // LENGTHS: }, {
-// LENGTHS: scf.for %{{.*}} = %{{.*}} to %[[NB]] step
+// LENGTHS: %[[B2:.*]] = arith.index_cast %[[NB]] : index to i32
+// LENGTHS: scf.for %{{.*}} = %{{.*}} to %[[B2]] step %{{.*}} : i32
 func.func @ws_len(
     %q: memref<?x64x320xbf16>, %kv: memref<?x1x320xbf16>,
     %o: memref<?x64x256xbf16>, %do: memref<?x64x256xbf16>,
