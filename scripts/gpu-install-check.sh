@@ -22,11 +22,17 @@
 #   heads    test/python/test_gpu_heads.py: every H from 1 to 128 (padded
 #            heads), a caller's delta (SparseMLA's lse gradient) on every
 #            kernel form, strided and misaligned inputs
+#   dsv4     test/python/test_gpu_dsv4.py: DeepSeek-V4's D=512, Dt=0
+#            kernels with an attention sink and topk_length, both
+#            client-shaped entry points
+#   lengths  test/python/test_gpu_lengths.py: topk_length on every other
+#            kernel form (masked copies, token pairs, the sorted walk), the
+#            op's Delta
 #   gpu      test/python/test_gpu.py, the whole GPU suite
 # Logs to OUT (NAME.log per step), a summary table last; exit 1 if a step
 # failed.
 #   bash scripts/gpu-install-check.sh dist/smla-<version>-py3-none-any.whl OUT
-#   SMLA_CHECK_STEPS="runtime info replay configs guards sync heads gpu" selects
+#   SMLA_CHECK_STEPS="runtime info replay configs guards sync heads dsv4 lengths gpu" selects
 #   steps.
 # About 6 to 7 minutes on an H200 (the extension's build and the whole GPU
 # suite about a minute each, the new configurations' tests about two, the
@@ -35,7 +41,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 DIST=$(realpath "${1:?usage: scripts/gpu-install-check.sh DIST.whl OUT}")
 OUT=$(mkdir -p "${2:?usage: scripts/gpu-install-check.sh DIST.whl OUT}" && cd "$2" && pwd)
-STEPS=${SMLA_CHECK_STEPS:-runtime info replay configs guards sync heads gpu}
+STEPS=${SMLA_CHECK_STEPS:-runtime info replay configs guards sync heads dsv4 lengths gpu}
 source scripts/steps.sh
 
 # The install: the README's `pip install smla-<version>-py3-none-any.whl`,
@@ -93,7 +99,7 @@ if [[ " $STEPS " == *" replay "* ]]; then
   step replay replay.log replay
   rm -f "$OUT/glm52.pt" "$OUT/glm52_h8.pt"
 fi
-for name in configs guards sync heads gpu; do
+for name in configs guards sync heads dsv4 lengths gpu; do
   [[ " $STEPS " == *" $name "* ]] || continue
   file=test/python/test_gpu_$name.py
   [ "$name" = gpu ] && file=test/python/test_gpu.py
